@@ -1,0 +1,29 @@
+"""Who is calling: the auth contract a transport consults and a tool can read."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AuthInfo(BaseModel):
+    """A verified caller, as a tool sees it in ``ctx.auth``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    subject: str | None = Field(None, description="Who the token was issued to.")
+    client_id: str | None = Field(None, description="The OAuth client that presented the token.")
+    scopes: tuple[str, ...] = Field((), description="Granted scopes.")
+    expires_at: int | None = Field(None, description="Expiry, seconds since the epoch.")
+    claims: Mapping[str, Any] = Field(default_factory=dict, description="Any further verified claims.")
+
+
+class AuthProvider(Protocol):
+    """Turns a bearer token into :class:`AuthInfo`, or ``None`` when it is not valid."""
+
+    async def verify(self, token: str) -> AuthInfo | None: ...
+
+
+AuthProviderFactory = Callable[[BaseModel | None], AuthProvider]

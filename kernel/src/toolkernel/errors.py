@@ -1,0 +1,23 @@
+"""Exceptions raised by the kernel, each naming what was wrong and where."""
+
+from __future__ import annotations
+
+
+class ToolkernelError(Exception):
+    """Base class of every error toolkernel raises on purpose."""
+
+
+class ConfigError(ToolkernelError, ValueError):
+    """Configuration or arguments failed validation; the message names the field path."""
+
+
+class RegistrationError(ToolkernelError):
+    """A plugin registered something invalid, or a name twice."""
+
+
+class PluginLoadError(ToolkernelError):
+    """A plugin failed to import or to register (fatal only in strict mode)."""
+
+
+class MissingDependencyError(ToolkernelError, ImportError):
+    """A plugin needs a library that is not installed; the message says what to install."""

@@ -1,0 +1,323 @@
+"""Every hook toolkernel calls, in one module.
+
+A plugin is any module or object with functions decorated by :data:`toolkernel.hookimpl`
+whose names match the specs below. Plugins are discovered through the ``toolkernel``
+entry-point group, or registered directly with :meth:`toolkernel.Kernel.register`.
+
+Hooks are synchronous. Registration hooks receive a typed registry and add factories to
+it; the kernel owns every event loop, task group and lifespan. Event hooks may return an
+awaitable, which the kernel awaits; an event hook that raises is logged and never fails
+the tool call or session it reports on. Around-the-call behaviour (gate, cache,
+rate-limit, time) is async *middleware*, registered through
+:func:`register_tool_middleware` rather than implemented as a hook wrapper.
+
+The reference with a runnable example for each hook is ``docs/plugins/hooks.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from toolkernel.cli import CommandRegistry
+    from toolkernel.events import SessionEvent, ToolEvent
+    from toolkernel.registries import (
+        AuthProviderRegistry,
+        ClientTransportRegistry,
+        EmbedderRegistry,
+        MiddlewareRegistry,
+        PromptRegistry,
+        RerankerRegistry,
+        ResourceRegistry,
+        ServerTransportRegistry,
+        SettingsRegistry,
+        ToolRegistry,
+        VectorStoreRegistry,
+    )
+    from toolkernel.server import MCPServer
+
+_spec = pluggy.HookspecMarker("toolkernel")
+
+
+# ---------------------------------------------------------------------------
+# Transports
+# ---------------------------------------------------------------------------
+
+
+@_spec
+def register_server_transports(registry: ServerTransportRegistry) -> None:
+    """Add server-side transports: how an :class:`~toolkernel.MCPServer` is served.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(options)`` takes
+        :class:`~toolkernel.transports.ServeOptions` and returns a
+        :class:`~toolkernel.transports.ServerTransport`.
+
+    ``toolkernel serve --transport NAME`` picks the transport by name. The built-in
+    ``stdio`` transport is registered through this hook.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_client_transports(registry: ClientTransportRegistry) -> None:
+    """Add client-side transports: how a client reaches a server.
+
+    :param registry: ``registry.add(name, factory, schemes=(...))``; ``factory(target,
+        options)`` returns an async context manager yielding the SDK's ``(read, write)``
+        stream pair. ``schemes`` lists the URL schemes the transport answers for; an
+        empty tuple means a command line (stdio).
+
+    .. versionadded:: 0.1
+    """
+
+
+# ---------------------------------------------------------------------------
+# Auth
+# ---------------------------------------------------------------------------
+
+
+@_spec
+def register_auth_providers(registry: AuthProviderRegistry) -> None:
+    """Add auth providers: objects that turn a bearer token into :class:`~toolkernel.AuthInfo`.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(settings)`` returns an
+        :class:`~toolkernel.auth.AuthProvider`.
+
+    .. versionadded:: 0.1
+    """
+
+
+# ---------------------------------------------------------------------------
+# Retrieval backends
+# ---------------------------------------------------------------------------
+
+
+@_spec
+def register_vector_stores(registry: VectorStoreRegistry) -> None:
+    """Add vector store backends.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.vectors.VectorStore`. Import the backend library inside the
+        factory, never at module level, so listing plugins stays cheap.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_embedders(registry: EmbedderRegistry) -> None:
+    """Add embedding providers, addressed as ``provider/model``.
+
+    :param registry: ``registry.add(provider, factory)``; ``factory(model, **options)``
+        returns an :class:`~toolkernel.embedders.Embedder`.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_rerankers(registry: RerankerRegistry) -> None:
+    """Add rerankers: objects that re-score retrieved passages against a query.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.rerankers.Reranker`.
+
+    .. versionadded:: 0.1
+    """
+
+
+# ---------------------------------------------------------------------------
+# Tools, resources, prompts
+# ---------------------------------------------------------------------------
+
+
+@_spec
+def register_tools(registry: ToolRegistry) -> None:
+    """Contribute tools to every :class:`~toolkernel.MCPServer` the kernel serves.
+
+    :param registry: ``registry.add(tool)`` with a :class:`~toolkernel.Tool` (made by
+        :func:`~toolkernel.tool` or :func:`~toolkernel.create_tool`). A tool the server
+        defines itself wins a name collision, with a warning.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_resources(registry: ResourceRegistry) -> None:
+    """Contribute resources and resource templates to every served :class:`~toolkernel.MCPServer`.
+
+    :param registry: ``registry.add(resource)`` with a :class:`~toolkernel.Resource` or
+        :class:`~toolkernel.ResourceTemplate`.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_prompts(registry: PromptRegistry) -> None:
+    """Contribute prompts to every served :class:`~toolkernel.MCPServer`.
+
+    :param registry: ``registry.add(prompt)`` with a :class:`~toolkernel.Prompt`.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_tool_middleware(registry: MiddlewareRegistry) -> None:
+    """Add async middleware that runs around every tool call.
+
+    :param registry: ``registry.add(middleware)``; ``middleware(call, call_next)`` is an
+        async callable taking the :class:`~toolkernel.ToolCall` and the next step, and
+        returning a :class:`~toolkernel.ToolOutcome`. Return without calling
+        ``call_next`` to gate or answer from a cache; wrap it to time or rate-limit.
+
+    Middleware runs in registration order, outermost first, before the server's own.
+
+    .. versionadded:: 0.1
+    """
+
+
+# ---------------------------------------------------------------------------
+# Tool lifecycle events
+# ---------------------------------------------------------------------------
+
+
+@_spec
+def on_tool_input_start(event: ToolEvent) -> Any:
+    """A tool call began: the tool is known, its arguments are not yet validated.
+
+    :param event: ``event.tool_name``, ``event.call_id``, ``event.context``.
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def on_tool_input_delta(event: ToolEvent) -> Any:
+    """A piece of a tool call's argument text arrived.
+
+    :param event: ``event.input_text_delta`` holds the text. A call that arrives whole
+        over MCP reports its full JSON arguments as one delta.
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def on_tool_input_available(event: ToolEvent) -> Any:
+    """A tool call's arguments were validated against its input schema.
+
+    :param event: ``event.input`` holds the validated arguments (a model or dict).
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def on_tool_output(event: ToolEvent) -> Any:
+    """A tool call returned a result that passed its output schema.
+
+    :param event: ``event.output`` holds what the tool returned; ``event.duration_s``.
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def on_tool_error(event: ToolEvent) -> Any:
+    """A tool call failed: bad input, the tool raised, or its output broke its schema.
+
+    :param event: ``event.error`` holds the exception; ``event.duration_s``.
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+# ---------------------------------------------------------------------------
+# Server and session lifecycle
+# ---------------------------------------------------------------------------
+
+
+@_spec
+def on_server_start(server: MCPServer) -> Any:
+    """A server is about to accept connections.
+
+    :param server: the :class:`~toolkernel.MCPServer` being served.
+    :return: ``None`` or an awaitable the kernel awaits before serving.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def on_server_stop(server: MCPServer) -> Any:
+    """A server stopped serving (normally or not).
+
+    :param server: the :class:`~toolkernel.MCPServer` that stopped.
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def on_session_start(event: SessionEvent) -> Any:
+    """A client connection (an MCP session) opened.
+
+    :param event: ``event.server``, ``event.transport``, ``event.session_id`` (``None``
+        on stdio).
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def on_session_stop(event: SessionEvent) -> Any:
+    """A client connection closed.
+
+    :param event: as for :func:`on_session_start`.
+    :return: ``None`` or an awaitable the kernel awaits.
+
+    .. versionadded:: 0.1
+    """
+
+
+# ---------------------------------------------------------------------------
+# Configuration and the command line
+# ---------------------------------------------------------------------------
+
+
+@_spec
+def register_settings(registry: SettingsRegistry) -> None:
+    """Declare a plugin's settings as a pydantic model.
+
+    :param registry: ``registry.add(name, Model)``. The kernel validates the section
+        ``plugins.<name>`` of its configuration (and ``TOOLKERNEL_<NAME>_<FIELD>``
+        environment variables) against ``Model`` at start-up; errors name the plugin and
+        the field path. Read the result with ``kernel.settings(name)``.
+
+    .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_commands(registry: CommandRegistry) -> None:
+    """Add sub-commands to the ``toolkernel`` command line.
+
+    :param registry: ``registry.add(name, configure, run, help=...)``; ``configure`` adds
+        arguments to an :class:`argparse.ArgumentParser`, ``run(args, kernel)`` returns
+        an exit code (or an awaitable of one).
+
+    .. versionadded:: 0.1
+    """

@@ -1,0 +1,256 @@
+"""Typed registries that registration hooks add to.
+
+Each ``register_*`` hook receives one of these. A registry checks what it is given,
+rejects a second entry under the same name (naming both plugins), and remembers which
+plugin added each entry so ``toolkernel plugins`` can say who provides what.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from toolkernel.errors import RegistrationError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from toolkernel.auth import AuthProviderFactory
+    from toolkernel.embedders import EmbedderFactory
+    from toolkernel.middleware import ToolMiddleware
+    from toolkernel.prompts import Prompt
+    from toolkernel.rerankers import RerankerFactory
+    from toolkernel.resources import Resource, ResourceTemplate
+    from toolkernel.tools import Tool
+    from toolkernel.transports import ClientTransportFactory, ServerTransportFactory
+    from toolkernel.vectors import VectorStoreFactory
+
+T = TypeVar("T")
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
+
+OriginResolver = Callable[[str], "str | None"]
+"""Maps a module name to the name of the plugin it belongs to, or ``None``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry(Generic[T]):
+    """One registered item and the plugin that added it."""
+
+    name: str
+    value: T
+    origin: str
+
+
+class Registry(Generic[T]):
+    """Name → item, duplicates rejected, origin recorded."""
+
+    kind = "item"
+
+    def __init__(self, origin_of: OriginResolver | None = None) -> None:
+        self._entries: dict[str, Entry[T]] = {}
+        self._origin_of = origin_of
+
+    def _add(self, name: str, value: T) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise RegistrationError(
+                f"{self.kind} name {name!r} is not valid: use letters, digits, '_', '-', '.', '/'"
+            )
+        origin = self._caller_origin()
+        if name in self._entries:
+            first = self._entries[name].origin
+            raise RegistrationError(
+                f"{self.kind} {name!r} is registered twice: first by {first}, again by {origin}; "
+                "disable one of the two plugins (TOOLKERNEL_DISABLE_PLUGINS)"
+            )
+        self._entries[name] = Entry(name, value, origin)
+
+    def _caller_origin(self) -> str:
+        """The plugin whose code called ``add``: the first frame outside this module."""
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_globals.get("__name__") == __name__:
+            frame = frame.f_back  # type: ignore[assignment]
+        module = frame.f_globals.get("__name__", "?") if frame is not None else "?"
+        if self._origin_of is not None:
+            plugin = self._origin_of(module)
+            if plugin is not None:
+                return plugin
+        return module
+
+    def get(self, name: str) -> T:
+        """The item registered as ``name``; a :class:`LookupError` lists the known names."""
+        try:
+            return self._entries[name].value
+        except KeyError:
+            known = ", ".join(sorted(self._entries)) or "none"
+            raise LookupError(f"no {self.kind} named {name!r} (registered: {known})") from None
+
+    def origin(self, name: str) -> str:
+        """The plugin that registered ``name``."""
+        return self._entries[name].origin
+
+    def entries(self) -> list[Entry[T]]:
+        """Every entry, in registration order."""
+        return list(self._entries.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class ServerTransportRegistry(Registry["ServerTransportFactory"]):
+    kind = "server transport"
+
+    def add(self, name: str, factory: ServerTransportFactory) -> None:
+        """Register ``factory(options) -> ServerTransport`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTransportSpec:
+    """A client transport factory and the URL schemes it answers for (none: a command line)."""
+
+    factory: ClientTransportFactory
+    schemes: tuple[str, ...]
+
+
+class ClientTransportRegistry(Registry[ClientTransportSpec]):
+    kind = "client transport"
+
+    def add(self, name: str, factory: ClientTransportFactory, *, schemes: tuple[str, ...] = ()) -> None:
+        """Register ``factory(target, options)`` under ``name`` for ``schemes`` (empty: stdio)."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, ClientTransportSpec(factory, tuple(s.lower() for s in schemes)))
+
+    def for_target(self, target: str) -> str:
+        """The name of the transport that reaches ``target`` (a URL or a command line)."""
+        scheme = target.split("://", 1)[0].lower() if "://" in target else ""
+        for entry in self._entries.values():
+            if scheme in entry.value.schemes or (not scheme and not entry.value.schemes):
+                return entry.name
+        if scheme in ("http", "https"):
+            raise LookupError(
+                f"no client transport for {scheme}:// URLs is installed: pip install toolkernel-http"
+            )
+        raise LookupError(f"no client transport reaches {target!r}")
+
+
+class AuthProviderRegistry(Registry["AuthProviderFactory"]):
+    kind = "auth provider"
+
+    def add(self, name: str, factory: AuthProviderFactory) -> None:
+        """Register ``factory(settings) -> AuthProvider`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
+class VectorStoreRegistry(Registry["VectorStoreFactory"]):
+    kind = "vector store"
+
+    def add(self, name: str, factory: VectorStoreFactory) -> None:
+        """Register ``factory(**options) -> VectorStore`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
+class EmbedderRegistry(Registry["EmbedderFactory"]):
+    kind = "embedder provider"
+
+    def add(self, provider: str, factory: EmbedderFactory) -> None:
+        """Register ``factory(model, **options) -> Embedder`` for names ``provider/<model>``."""
+        _require_callable(self.kind, provider, factory)
+        if "/" in provider:
+            raise RegistrationError(f"embedder provider {provider!r} must not contain '/'")
+        self._add(provider, factory)
+
+
+class RerankerRegistry(Registry["RerankerFactory"]):
+    kind = "reranker"
+
+    def add(self, name: str, factory: RerankerFactory) -> None:
+        """Register ``factory(**options) -> Reranker`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
+class ToolRegistry(Registry["Tool"]):
+    kind = "tool"
+
+    def add(self, tool: Tool) -> None:
+        """Contribute ``tool`` (made by ``@tool`` or ``create_tool``)."""
+        from toolkernel.tools import Tool
+
+        if not isinstance(tool, Tool):
+            raise RegistrationError(f"register_tools: expected a toolkernel.Tool, got {type(tool).__name__}")
+        self._add(tool.name, tool)
+
+
+class ResourceRegistry(Registry["Resource | ResourceTemplate"]):
+    kind = "resource"
+
+    def add(self, resource: Resource | ResourceTemplate) -> None:
+        """Contribute a :class:`~toolkernel.Resource` or :class:`~toolkernel.ResourceTemplate`."""
+        from toolkernel.resources import Resource, ResourceTemplate
+
+        if isinstance(resource, Resource):
+            key = resource.uri
+        elif isinstance(resource, ResourceTemplate):
+            key = resource.uri_template
+        else:
+            raise RegistrationError(
+                f"register_resources: expected a Resource or ResourceTemplate, got {type(resource).__name__}"
+            )
+        if key in self._entries:
+            raise RegistrationError(
+                f"resource {key!r} is registered twice: first by {self._entries[key].origin}, "
+                f"again by {self._caller_origin()}"
+            )
+        self._entries[key] = Entry(key, resource, self._caller_origin())
+
+
+class PromptRegistry(Registry["Prompt"]):
+    kind = "prompt"
+
+    def add(self, prompt: Prompt) -> None:
+        """Contribute ``prompt``; versions of one prompt are told apart by ``prompt.version``."""
+        from toolkernel.prompts import Prompt
+
+        if not isinstance(prompt, Prompt):
+            raise RegistrationError(f"register_prompts: expected a toolkernel.Prompt, got {type(prompt).__name__}")
+        self._add(prompt.key, prompt)
+
+
+class MiddlewareRegistry(Registry["ToolMiddleware"]):
+    kind = "tool middleware"
+
+    def add(self, middleware: ToolMiddleware, *, name: str | None = None) -> None:
+        """Add ``middleware(call, call_next)``; ``name`` defaults to its qualified name."""
+        label = name or getattr(middleware, "__qualname__", type(middleware).__qualname__)
+        _require_callable(self.kind, label, middleware)
+        self._add(label.replace("<", "").replace(">", ""), middleware)
+
+
+class SettingsRegistry(Registry["type[BaseModel]"]):
+    kind = "settings section"
+
+    def add(self, name: str, model: type[BaseModel]) -> None:
+        """Declare that plugin ``name`` reads its settings into ``model`` (a pydantic model)."""
+        from pydantic import BaseModel
+
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise RegistrationError(f"settings {name!r}: expected a pydantic model class, got {model!r}")
+        self._add(name, model)
+
+
+def _require_callable(kind: str, name: str, value: Any) -> None:
+    if not callable(value):
+        raise RegistrationError(f"{kind} {name!r}: expected a callable factory, got {type(value).__name__}")

@@ -1,0 +1,84 @@
+"""What a transport is: a small interface on each side of the wire.
+
+A *server transport* takes a :class:`ServingApp` (the kernel's view of one
+:class:`~toolkernel.MCPServer`) and serves it until cancelled. A *client transport* is
+an async context manager that yields the ``(read, write)`` stream pair of the ``mcp``
+SDK, so anything built on the SDK's ``Client`` can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server as ProtocolServer
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+    from mcp.shared.message import SessionMessage
+
+    from toolkernel.server import MCPServer
+
+    TransportStreams = tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]
+
+
+class ServeOptions(BaseModel):
+    """Where and how to serve; transports ignore what does not apply to them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field("127.0.0.1", description="Interface to bind (network transports).")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port (network transports); 0 picks a free one.")
+    path: str = Field("/mcp", pattern=r"^/", description="URL path of the MCP endpoint.")
+    extra: Mapping[str, Any] = Field(default_factory=dict, description="Transport-specific options.")
+
+
+class ServingApp(Protocol):
+    """The kernel's handle on a server being served, as a transport sees it."""
+
+    @property
+    def server(self) -> MCPServer:
+        """The user's server definition."""
+
+    @property
+    def protocol_server(self) -> ProtocolServer[Any]:
+        """The ``mcp`` SDK low-level server that speaks the protocol (both eras)."""
+
+    async def run_session(
+        self,
+        read: ReadStream[SessionMessage | Exception],
+        write: WriteStream[SessionMessage],
+        *,
+        transport: str,
+        session_id: str | None = None,
+    ) -> None:
+        """Serve one connection over a stream pair, firing the session hooks around it."""
+
+
+class ServerTransport(Protocol):
+    """Serves a :class:`ServingApp` until cancelled."""
+
+    async def serve(self, app: ServingApp) -> None: ...
+
+
+ServerTransportFactory = Callable[[ServeOptions], ServerTransport]
+
+
+class ClientTransportOptions(BaseModel):
+    """Options every client transport understands; the rest go in ``extra``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    env: Mapping[str, str] | None = Field(None, description="Environment of a spawned server (stdio).")
+    cwd: str | None = Field(None, description="Working directory of a spawned server (stdio).")
+    headers: Mapping[str, str] = Field(default_factory=dict, description="Extra HTTP headers.")
+    connect_timeout: float = Field(10.0, gt=0, description="Seconds to establish the connection.")
+    read_timeout: float = Field(300.0, gt=0, description="Seconds to wait on a silent stream.")
+    extra: Mapping[str, Any] = Field(default_factory=dict, description="Transport-specific options.")
+
+
+ClientTransportFactory = Callable[
+    [str | list[str], ClientTransportOptions], "AbstractAsyncContextManager[TransportStreams]"
+]
