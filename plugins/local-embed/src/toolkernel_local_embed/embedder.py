@@ -1,0 +1,108 @@
+"""``local/<model>``: an :class:`~toolkernel.embedders.Embedder` running an offline model in threads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolkernel_local_embed.models import DEFAULT_MODEL, MODELS, Encoder, ModelSpec, load_encoder
+
+log = structlog.get_logger("toolkernel_local_embed")
+
+ProgressCallback = Callable[[int, int], None]
+"""``callback(done, total)``: texts embedded so far in this call, and texts in the call."""
+
+
+class LocalOptions(BaseModel):
+    """Options of ``local/<model>``, validated when the embedder is made so typos fail early."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_size: int = Field(default=32, gt=0, description="Texts per model call (and per worker-thread hop).")
+    max_tokens: int = Field(
+        default=256, gt=0, le=512, description="MiniLM: tokens kept per text; the rest is cut."
+    )
+    threads: int | None = Field(default=None, gt=0, description="MiniLM: onnxruntime threads; None = cores.")
+    log_every: int = Field(default=20, ge=0, description="Log progress every N batches; 0 = never.")
+
+
+class LocalEmbedder:
+    """Embeds with a model loaded from an installed package, one batch at a time in a worker thread."""
+
+    def __init__(
+        self, spec: ModelSpec, options: LocalOptions, progress: ProgressCallback | None = None
+    ) -> None:
+        spec.check_installed()
+        self._spec = spec
+        self._options = options
+        self._progress = progress
+        self._encoder: Encoder | None = None
+        self._lock = anyio.Lock()
+
+    @property
+    def name(self) -> str:
+        """``local/<model>``."""
+        return f"local/{self._spec.name}"
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector (fixed per model, known before the model loads)."""
+        return self._spec.dimension
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit-length vector per text, in order; the model runs off the event loop, batch by batch."""
+        texts = list(texts)
+        if not texts:
+            return []
+        encoder = await self._loaded()
+        size = self._options.batch_size
+        total_batches = -(-len(texts) // size)
+        started = time.perf_counter()
+        vectors: list[list[float]] = []
+        for number, first in enumerate(range(0, len(texts), size), start=1):
+            batch = texts[first : first + size]
+            array = await anyio.to_thread.run_sync(encoder.encode, batch)
+            vectors.extend(array.tolist())
+            if self._progress is not None:
+                self._progress(len(vectors), len(texts))
+            every = self._options.log_every
+            if every and total_batches >= every and (number % every == 0 or number == total_batches):
+                elapsed = time.perf_counter() - started
+                log.info(
+                    "embedding progress",
+                    embedder=self.name,
+                    done=len(vectors),
+                    total=len(texts),
+                    batch=number,
+                    batches=total_batches,
+                    texts_per_s=round(len(vectors) / elapsed, 1) if elapsed else None,
+                )
+        return vectors
+
+    async def _loaded(self) -> Encoder:
+        """The model, loaded once in a worker thread the first time it is needed."""
+        async with self._lock:
+            if self._encoder is None:
+                opts = self._options
+                self._encoder = await anyio.to_thread.run_sync(
+                    lambda: load_encoder(self._spec, max_tokens=opts.max_tokens, threads=opts.threads)
+                )
+            return self._encoder
+
+
+def local_embedder(
+    model: str = DEFAULT_MODEL, *, progress: ProgressCallback | None = None, **options: Any
+) -> LocalEmbedder:
+    """Make ``local/<model>`` (a key of :data:`~toolkernel_local_embed.models.MODELS`) with options."""
+    try:
+        spec = MODELS[model]
+    except KeyError:
+        known = ", ".join(f"local/{name}" for name in MODELS)
+        raise LookupError(f"no local embedding model {model!r}; available: {known}") from None
+    return LocalEmbedder(spec, LocalOptions(**options), progress)
