@@ -61,27 +61,32 @@ class LocalEmbedder:
         if not texts:
             return []
         encoder = await self._loaded()
+        # Texts of similar length share a batch, so little time goes into padding; order is restored below.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         size = self._options.batch_size
         total_batches = -(-len(texts) // size)
         started = time.perf_counter()
-        vectors: list[list[float]] = []
+        vectors: list[list[float]] = [[] for _ in texts]
+        done = 0
         for number, first in enumerate(range(0, len(texts), size), start=1):
-            batch = texts[first : first + size]
-            array = await anyio.to_thread.run_sync(encoder.encode, batch)
-            vectors.extend(array.tolist())
+            indices = order[first : first + size]
+            array = await anyio.to_thread.run_sync(encoder.encode, [texts[i] for i in indices])
+            for i, vector in zip(indices, array.tolist(), strict=True):
+                vectors[i] = vector
+            done += len(indices)
             if self._progress is not None:
-                self._progress(len(vectors), len(texts))
+                self._progress(done, len(texts))
             every = self._options.log_every
             if every and total_batches >= every and (number % every == 0 or number == total_batches):
                 elapsed = time.perf_counter() - started
                 log.info(
                     "embedding progress",
                     embedder=self.name,
-                    done=len(vectors),
+                    done=done,
                     total=len(texts),
                     batch=number,
                     batches=total_batches,
-                    texts_per_s=round(len(vectors) / elapsed, 1) if elapsed else None,
+                    texts_per_s=round(done / elapsed, 1) if elapsed else None,
                 )
         return vectors
 
