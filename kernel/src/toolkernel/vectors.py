@@ -21,6 +21,7 @@ This module imports neither numpy nor any store library.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -137,7 +138,11 @@ class QueryResult(BaseModel):
 
 @runtime_checkable
 class VectorStore(Protocol):
-    """An async vector store holding named indexes; every method may be awaited concurrently."""
+    """An async vector store holding named indexes; every method may be awaited concurrently.
+
+    Methods that take an ``index`` raise :class:`IndexNotFoundError` for a missing index
+    before looking at their other arguments.
+    """
 
     name: str
     """The name the store is registered under; error messages use it."""
@@ -149,7 +154,7 @@ class VectorStore(Protocol):
         """Create index ``name``; a no-op if it exists with the same dimension and metric.
 
         :raises IndexExistsError: it exists with another dimension or metric.
-        :raises VectorInputError: ``dimension`` is not positive or ``metric`` is unknown.
+        :raises VectorInputError: the name, dimension or metric is invalid (:func:`check_index_args`).
         """
 
     async def describe_index(self, name: str) -> IndexInfo:
@@ -214,8 +219,21 @@ VectorStoreFactory = Callable[..., VectorStore]
 # ---------------------------------------------------------------------------
 
 
-def check_index_args(dimension: int, metric: str) -> None:
-    """Reject a non-positive dimension or an unknown metric, so every store words it the same."""
+_INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+
+def check_index_name(name: str) -> None:
+    """Reject index names that would not be a valid table, collection or directory name in every store."""
+    if not isinstance(name, str) or not _INDEX_NAME.match(name):
+        raise VectorInputError(
+            f"index name {name!r} is not valid: 1-63 characters from A-Z a-z 0-9 '_' '-', "
+            "starting with a letter or digit"
+        )
+
+
+def check_index_args(name: str, dimension: int, metric: str) -> None:
+    """Reject a bad name, a non-positive dimension or an unknown metric, worded the same by every store."""
+    check_index_name(name)
     if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
         raise VectorInputError(f"dimension must be a positive integer, got {dimension!r}")
     if metric not in METRICS:
