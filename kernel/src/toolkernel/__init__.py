@@ -8,7 +8,66 @@ from __future__ import annotations
 
 import pluggy
 
+from toolkernel._kernel import Kernel as Kernel
+from toolkernel.auth import AuthInfo as AuthInfo
+from toolkernel.context import Elicitation as Elicitation
+from toolkernel.context import RequestValues as RequestValues
+from toolkernel.context import Sampled as Sampled
+from toolkernel.context import ToolContext as ToolContext
+from toolkernel.errors import ConfigError as ConfigError
+from toolkernel.errors import MCPClientError as MCPClientError
+from toolkernel.errors import MissingDependencyError as MissingDependencyError
+from toolkernel.errors import PluginLoadError as PluginLoadError
+from toolkernel.errors import RegistrationError as RegistrationError
+from toolkernel.errors import ToolExecutionError as ToolExecutionError
+from toolkernel.errors import ToolkernelError as ToolkernelError
+from toolkernel.events import SessionEvent as SessionEvent
+from toolkernel.events import ToolEvent as ToolEvent
+from toolkernel.middleware import ToolCall as ToolCall
+from toolkernel.middleware import ToolOutcome as ToolOutcome
+from toolkernel.prompts import Prompt as Prompt
+from toolkernel.prompts import PromptArgument as PromptArgument
+from toolkernel.prompts import prompt as prompt
+from toolkernel.resources import Resource as Resource
+from toolkernel.resources import ResourceTemplate as ResourceTemplate
+from toolkernel.server import MCPServer as MCPServer
+from toolkernel.tools import Tool as Tool
+from toolkernel.tools import ToolAnnotations as ToolAnnotations
+from toolkernel.tools import ToolResult as ToolResult
+from toolkernel.tools import create_tool as create_tool
+from toolkernel.tools import tool as tool
+
 hookimpl = pluggy.HookimplMarker("toolkernel")
 """Marks a plugin function as the implementation of a hook in :mod:`toolkernel.hookspecs`."""
 
-__all__ = ["hookimpl"]
+__all__ = [
+    "AuthInfo",
+    "ConfigError",
+    "Elicitation",
+    "Kernel",
+    "MCPClientError",
+    "MCPServer",
+    "MissingDependencyError",
+    "PluginLoadError",
+    "Prompt",
+    "PromptArgument",
+    "RegistrationError",
+    "RequestValues",
+    "Resource",
+    "ResourceTemplate",
+    "Sampled",
+    "SessionEvent",
+    "Tool",
+    "ToolAnnotations",
+    "ToolCall",
+    "ToolContext",
+    "ToolEvent",
+    "ToolExecutionError",
+    "ToolOutcome",
+    "ToolResult",
+    "ToolkernelError",
+    "create_tool",
+    "hookimpl",
+    "prompt",
+    "tool",
+]

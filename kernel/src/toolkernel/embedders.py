@@ -32,5 +32,3 @@ def split_embedder_name(name: str) -> tuple[str, str]:
     if not sep or not provider or not model:
         raise ValueError(f"embedder name {name!r} must look like 'provider/model'")
     return provider, model
-
-

@@ -21,3 +21,16 @@ class PluginLoadError(ToolkernelError):
 
 class MissingDependencyError(ToolkernelError, ImportError):
     """A plugin needs a library that is not installed; the message says what to install."""
+
+
+class ToolExecutionError(ToolkernelError):
+    """A tool ran in-process (``MCPServer.execute_tool``) and its call ended in an error result."""
+
+
+class MCPClientError(ToolkernelError):
+    """A request to an MCP server failed; ``server`` names which server."""
+
+    def __init__(self, server: str, message: str, code: int | None = None) -> None:
+        super().__init__(f"{server}: {message}" + (f" (code {code})" if code is not None else ""))
+        self.server = server
+        self.code = code

@@ -73,7 +73,7 @@ class Registry(Generic[T]):
         frame = sys._getframe(2)
         while frame is not None and frame.f_globals.get("__name__") == __name__:
             frame = frame.f_back  # type: ignore[assignment]
-        module = frame.f_globals.get("__name__", "?") if frame is not None else "?"
+        module = str(frame.f_globals.get("__name__", "?")) if frame is not None else "?"
         if self._origin_of is not None:
             plugin = self._origin_of(module)
             if plugin is not None:
@@ -225,7 +225,9 @@ class PromptRegistry(Registry["Prompt"]):
         from toolkernel.prompts import Prompt
 
         if not isinstance(prompt, Prompt):
-            raise RegistrationError(f"register_prompts: expected a toolkernel.Prompt, got {type(prompt).__name__}")
+            raise RegistrationError(
+                f"register_prompts: expected a toolkernel.Prompt, got {type(prompt).__name__}"
+            )
         self._add(prompt.key, prompt)
 
 
@@ -234,7 +236,7 @@ class MiddlewareRegistry(Registry["ToolMiddleware"]):
 
     def add(self, middleware: ToolMiddleware, *, name: str | None = None) -> None:
         """Add ``middleware(call, call_next)``; ``name`` defaults to its qualified name."""
-        label = name or getattr(middleware, "__qualname__", type(middleware).__qualname__)
+        label: str = name or getattr(middleware, "__qualname__", None) or type(middleware).__qualname__
         _require_callable(self.kind, label, middleware)
         self._add(label.replace("<", "").replace(">", ""), middleware)
 

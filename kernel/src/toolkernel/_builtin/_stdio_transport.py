@@ -1,0 +1,238 @@
+"""Line-delimited JSON-RPC streams over asyncio pipes, for both ends of a stdio connection.
+
+The SDK consumes any object with ``receive``/``send``; these parse and serialize
+each line in the caller's task, so a message crosses no queue and no thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import stat
+import sys
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+from mcp.shared.message import SessionMessage
+from mcp_types import jsonrpc_message_adapter
+
+from toolkernel.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolkernel.transports import ClientTransportOptions, ServeOptions, ServingApp, TransportStreams
+
+MAX_LINE = 64 * 1024 * 1024
+"""Largest message accepted on a stdio line (64 MiB); a longer one is an error, not a hang."""
+_HIGH_WATER = 1024 * 1024
+_EXIT_GRACE_S = 2.0
+
+
+class LineReadStream:
+    """Reads one JSON-RPC message per line; malformed lines come through as exceptions."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message; :class:`anyio.EndOfStream` when the peer closed the pipe."""
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                line = exc.partial
+                if not line.strip():
+                    raise anyio.EndOfStream from None
+            except asyncio.LimitOverrunError as exc:
+                await self._skip_line(exc.consumed)
+                return ValueError(f"stdio message longer than {MAX_LINE} bytes was dropped")
+            if line.strip():
+                break
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except Exception as exc:
+            return exc
+
+    async def _skip_line(self, consumed: int) -> None:
+        while True:
+            await self._reader.readexactly(consumed)
+            try:
+                await self._reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as exc:
+                consumed = exc.consumed
+            except asyncio.IncompleteReadError:
+                return
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Nothing to release: the pipe's owner closes it."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class LineWriteStream:
+    """Writes one JSON-RPC message per line, waiting only when the pipe is backed up."""
+
+    def __init__(self, transport: asyncio.WriteTransport, protocol: Any) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Serialize and write ``item``; :class:`anyio.BrokenResourceError` if the pipe closed."""
+        if self._transport.is_closing():
+            raise anyio.BrokenResourceError("stdio pipe is closed")
+        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        self._transport.write(data.encode() + b"\n")
+        if self._transport.get_write_buffer_size() > _HIGH_WATER:
+            await self._protocol._drain_helper()
+
+    async def aclose(self) -> None:
+        """Close the write side, which the peer sees as end of input."""
+        if not self._transport.is_closing():
+            self._transport.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+async def _pipe_streams(read_fd: int, write_fd: int) -> tuple[LineReadStream, LineWriteStream]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0))
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", 0)
+    )
+    return LineReadStream(reader), LineWriteStream(transport, protocol)
+
+
+@contextlib.asynccontextmanager
+async def claim_stdio() -> AsyncIterator[TransportStreams]:
+    """Take over fd 0/1 for the wire; while held, fd 0 reads /dev/null and fd 1 writes to stderr."""
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    try:
+        if not (_is_pipe(wire_in) and _is_pipe(wire_out)):
+            # A regular file (``serve < requests.jsonl``): asyncio cannot poll it; use threads.
+            async with _threaded_streams(wire_in, wire_out) as streams:
+                yield streams
+            return
+        read, write = await _pipe_streams(wire_in, wire_out)
+        try:
+            yield read, write
+        finally:
+            await write.aclose()
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+
+def _is_pipe(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+@contextlib.asynccontextmanager
+async def _threaded_streams(read_fd: int, write_fd: int) -> AsyncIterator[TransportStreams]:
+    from io import TextIOWrapper
+
+    from mcp.server.stdio import stdio_server
+
+    stdin = anyio.wrap_file(TextIOWrapper(os.fdopen(read_fd, "rb"), encoding="utf-8", errors="replace"))
+    stdout = anyio.wrap_file(TextIOWrapper(os.fdopen(write_fd, "wb"), encoding="utf-8"))
+    async with stdio_server(stdin=stdin, stdout=stdout) as streams:
+        yield streams
+
+
+class StdioServerTransport:
+    """Serves one MCP session over this process's stdin and stdout."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+
+    async def serve(self, app: ServingApp) -> None:
+        """Run the session until the client closes stdin."""
+        async with claim_stdio() as (read, write):
+            await app.run_session(read, write, transport="stdio")
+
+
+@contextlib.asynccontextmanager
+async def stdio_client(
+    target: str | list[str], options: ClientTransportOptions
+) -> AsyncIterator[TransportStreams]:
+    """Spawn ``target`` (a command line) and yield streams to its stdin/stdout.
+
+    On exit stdin is closed, then the process is given two seconds, then terminated,
+    then killed: it never outlives the context.
+    """
+    argv = shlex.split(target) if isinstance(target, str) else list(target)
+    if not argv:
+        raise ConfigError("stdio: the server command is empty")
+    env = {**os.environ, **options.env} if options.env is not None else None
+    stderr = asyncio.subprocess.DEVNULL if options.extra.get("stderr") == "devnull" else None
+    try:
+        with anyio.fail_after(options.connect_timeout):
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                cwd=options.cwd,
+                env=env,
+                limit=MAX_LINE,
+            )
+    except FileNotFoundError:
+        raise ConfigError(f"stdio: command not found: {argv[0]!r}") from None
+    except PermissionError:
+        raise ConfigError(f"stdio: command is not executable: {argv[0]!r}") from None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    stdin_transport: Any = proc.stdin.transport
+    write = LineWriteStream(stdin_transport, stdin_transport.get_protocol())
+    try:
+        yield LineReadStream(proc.stdout), write
+    finally:
+        await write.aclose()
+        with anyio.CancelScope(shield=True):
+            await _reap(proc)
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    for step in (None, proc.terminate, proc.kill):
+        if proc.returncode is not None:
+            return
+        if step is not None:
+            with contextlib.suppress(ProcessLookupError):
+                step()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), _EXIT_GRACE_S)

@@ -1,0 +1,425 @@
+"""The Kernel: owns the plugin manager, the registries and the async side of hooks.
+
+A Kernel is an ordinary object (no module-global plugin manager, no discovery at
+import): tests make a fresh one with ``load_entry_points=False``. Only this module
+calls ``pm.hook``; everything else goes through the typed methods here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Collection, Iterable, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pluggy
+
+from toolkernel import hookspecs
+from toolkernel._loading import LoadPolicy, PluginInfo, describe_entry_point, discover
+from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
+from toolkernel.registries import (
+    AuthProviderRegistry,
+    ClientTransportRegistry,
+    EmbedderRegistry,
+    MiddlewareRegistry,
+    PromptRegistry,
+    Registry,
+    RerankerRegistry,
+    ResourceRegistry,
+    ServerTransportRegistry,
+    SettingsRegistry,
+    ToolRegistry,
+    VectorStoreRegistry,
+)
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from pydantic import BaseModel
+
+    from toolkernel.cli import CommandRegistry
+    from toolkernel.embedders import Embedder
+    from toolkernel.rerankers import Reranker
+    from toolkernel.server import MCPServer
+    from toolkernel.transports import ClientTransportOptions, ServeOptions, TransportStreams
+    from toolkernel.vectors import VectorStore
+
+R = TypeVar("R", bound=Registry[Any])
+
+EVENT_HOOKS = (
+    "on_tool_input_start",
+    "on_tool_input_delta",
+    "on_tool_input_available",
+    "on_tool_output",
+    "on_tool_error",
+    "on_server_start",
+    "on_server_stop",
+    "on_session_start",
+    "on_session_stop",
+)
+
+
+class Kernel:
+    """Loads plugins, fills registries from their hooks, and runs their events.
+
+    :param plugins: extra plugin objects or modules to register (origin "registered").
+    :param load_entry_points: discover plugins in the ``toolkernel`` entry-point group.
+    :param only: load only plugins with these names (default: ``TOOLKERNEL_LOAD_PLUGINS``).
+    :param disable: never load these (default: ``TOOLKERNEL_DISABLE_PLUGINS``).
+    :param strict: a plugin failure raises instead of being reported (default:
+        ``TOOLKERNEL_STRICT_PLUGINS``).
+    :param settings: plugin settings by plugin settings name, validated against the models
+        plugins declare through ``register_settings``.
+    """
+
+    def __init__(
+        self,
+        *,
+        plugins: Iterable[object] = (),
+        load_entry_points: bool = True,
+        only: Collection[str] | None = None,
+        disable: Collection[str] | None = None,
+        strict: bool | None = None,
+        settings: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self._pm = pluggy.PluginManager("toolkernel")
+        self._pm.add_hookspecs(hookspecs)
+        self._policy = LoadPolicy.resolve(only, disable, strict)
+        self._infos: dict[str, PluginInfo] = {}
+        self._raw_settings = dict(settings or {})
+        self._validated_settings: dict[str, BaseModel] = {}
+        self._event_callers: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
+
+        from toolkernel._builtin import BUILTIN_PLUGINS
+
+        for name, module_name in BUILTIN_PLUGINS:
+            if self._policy.allows(name):
+                self._register_module(
+                    name, module_name, PluginInfo(name=name, origin="built-in", module=module_name)
+                )
+            else:
+                self._infos[name] = PluginInfo(
+                    name=name, origin="built-in", module=module_name, status="disabled"
+                )
+        if load_entry_points:
+            for ep in discover():
+                info = describe_entry_point(ep)
+                if not self._policy.allows(ep.name):
+                    info.status = "disabled"
+                    self._infos[ep.name] = info
+                    continue
+                try:
+                    obj = ep.load()
+                except Exception as exc:
+                    self._fail(info, f"import failed: {type(exc).__name__}: {exc}", exc)
+                    continue
+                self._add(obj, info)
+        for plugin in plugins:
+            self.register(plugin)
+
+    # -- plugins ------------------------------------------------------------------------
+
+    def register(self, plugin: object, name: str | None = None) -> str:
+        """Register a plugin object or module directly; returns its name."""
+        pname = (
+            name
+            or getattr(plugin, "__name__", None)
+            or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+        )
+        module = getattr(plugin, "__name__", None) or type(plugin).__module__
+        if not self._add(plugin, PluginInfo(name=pname, origin="registered", module=module)):
+            raise PluginLoadError(self._infos[pname].error or f"plugin {pname!r} failed to register")
+        return pname
+
+    def unregister(self, name: str) -> None:
+        """Remove the plugin called ``name``."""
+        self._pm.unregister(name=name)
+        self._infos.pop(name, None)
+        self._invalidate()
+
+    def plugins(self) -> list[PluginInfo]:
+        """Every plugin seen, loaded or not, with the hooks each implements."""
+        self.check()
+        return list(self._infos.values())
+
+    def has_plugin(self, name: str) -> bool:
+        """Whether a plugin called ``name`` is registered and loaded."""
+        return self._pm.has_plugin(name)
+
+    def _register_module(self, name: str, module_name: str, info: PluginInfo) -> None:
+        import importlib
+
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:
+            self._fail(info, f"import failed: {type(exc).__name__}: {exc}", exc)
+            return
+        self._add(module, info)
+
+    def _add(self, plugin: object, info: PluginInfo) -> bool:
+        try:
+            self._pm.register(plugin, name=info.name)
+            unknown = [hook for hook in _implemented_hooks(plugin) if not hasattr(hookspecs, hook)]
+            if unknown:
+                self._pm.unregister(plugin)
+                raise PluginLoadError(f"implements unknown hook(s): {', '.join(unknown)}")
+        except Exception as exc:
+            self._fail(info, str(exc), exc)
+            return False
+        info.hooks = sorted(_implemented_hooks(plugin))
+        self._infos[info.name] = info
+        self._invalidate()
+        return True
+
+    def _fail(self, info: PluginInfo, message: str, exc: BaseException) -> None:
+        info.status = "failed"
+        info.error = message
+        self._infos[info.name] = info
+        where = f"{info.distribution} {info.version}" if info.distribution else info.origin
+        text = f"plugin {info.name!r} ({where}) was not loaded: {message}"
+        if self._policy.strict:
+            raise PluginLoadError(text) from exc
+        from toolkernel._logging import get_logger
+
+        get_logger("toolkernel.plugins").warning(text)
+
+    def _invalidate(self) -> None:
+        for attr in _REGISTRY_ATTRS:
+            self.__dict__.pop(attr, None)
+        self._event_callers.clear()
+        self._validated_settings.clear()
+
+    def _origin_of(self, module: str) -> str | None:
+        for name, plugin in self._pm.list_name_plugin():
+            pmod = getattr(plugin, "__name__", None) or type(plugin).__module__
+            if module == pmod or module.startswith(pmod.rsplit(".", 1)[0] + "."):
+                return name
+        return None
+
+    # -- registries ---------------------------------------------------------------------
+
+    def _collect(self, hook: str, registry: R) -> R:
+        """Call ``hook`` plugin by plugin, so one plugin's failure is its own."""
+        caller = getattr(self._pm.hook, hook)
+        for impl in caller.get_hookimpls():
+            others = [p for p in self._pm.get_plugins() if p is not impl.plugin]
+            subset = self._pm.subset_hook_caller(hook, remove_plugins=others)
+            try:
+                subset(registry=registry)
+            except Exception as exc:
+                info = self._infos.get(impl.plugin_name) or PluginInfo(
+                    name=impl.plugin_name, origin="registered"
+                )
+                if isinstance(exc, RegistrationError) and not self._policy.strict:
+                    self._fail(info, f"{hook}: {exc}", exc)
+                elif self._policy.strict:
+                    raise PluginLoadError(f"plugin {impl.plugin_name!r} failed in {hook}: {exc}") from exc
+                else:
+                    self._fail(info, f"{hook} raised {type(exc).__name__}: {exc}", exc)
+        return registry
+
+    @cached_property
+    def server_transports(self) -> ServerTransportRegistry:
+        """Server transports by name (``stdio``, and ``http``/``sse`` with toolkernel-http)."""
+        return self._collect("register_server_transports", ServerTransportRegistry(self._origin_of))
+
+    @cached_property
+    def client_transports(self) -> ClientTransportRegistry:
+        """Client transports by name, each with the URL schemes it answers for."""
+        return self._collect("register_client_transports", ClientTransportRegistry(self._origin_of))
+
+    @cached_property
+    def auth_providers(self) -> AuthProviderRegistry:
+        """Auth provider factories by name."""
+        return self._collect("register_auth_providers", AuthProviderRegistry(self._origin_of))
+
+    @cached_property
+    def vector_stores(self) -> VectorStoreRegistry:
+        """Vector store factories by name."""
+        return self._collect("register_vector_stores", VectorStoreRegistry(self._origin_of))
+
+    @cached_property
+    def embedders(self) -> EmbedderRegistry:
+        """Embedder factories by provider."""
+        return self._collect("register_embedders", EmbedderRegistry(self._origin_of))
+
+    @cached_property
+    def rerankers(self) -> RerankerRegistry:
+        """Reranker factories by name."""
+        return self._collect("register_rerankers", RerankerRegistry(self._origin_of))
+
+    @cached_property
+    def tools(self) -> ToolRegistry:
+        """Tools plugins contribute to every served server."""
+        return self._collect("register_tools", ToolRegistry(self._origin_of))
+
+    @cached_property
+    def resources(self) -> ResourceRegistry:
+        """Resources and templates plugins contribute to every served server."""
+        return self._collect("register_resources", ResourceRegistry(self._origin_of))
+
+    @cached_property
+    def prompts(self) -> PromptRegistry:
+        """Prompts plugins contribute to every served server."""
+        return self._collect("register_prompts", PromptRegistry(self._origin_of))
+
+    @cached_property
+    def tool_middleware(self) -> MiddlewareRegistry:
+        """Middleware plugins run around every tool call."""
+        return self._collect("register_tool_middleware", MiddlewareRegistry(self._origin_of))
+
+    @cached_property
+    def settings_models(self) -> SettingsRegistry:
+        """The settings model each plugin declared."""
+        return self._collect("register_settings", SettingsRegistry(self._origin_of))
+
+    @cached_property
+    def commands(self) -> CommandRegistry:
+        """CLI sub-commands, built-in and from plugins."""
+        from toolkernel.cli import CommandRegistry
+
+        return self._collect("register_commands", CommandRegistry(self._origin_of))
+
+    def check(self) -> None:
+        """Fill every registry and validate every plugin's settings now, not on first use."""
+        for attr in _REGISTRY_ATTRS:
+            getattr(self, attr)
+        for name in self.settings_models:
+            self.settings(name)
+
+    # -- typed access to what plugins provide -----------------------------------------------
+
+    def settings(self, name: str) -> BaseModel:
+        """Plugin ``name``'s validated settings (config section, then ``TOOLKERNEL_<NAME>_*``)."""
+        if name in self._validated_settings:
+            return self._validated_settings[name]
+        from pydantic import ValidationError
+
+        model = self.settings_models.get(name)
+        data = dict(self._raw_settings.get(name, {}))
+        prefix = f"TOOLKERNEL_{name.upper().replace('-', '_')}_"
+        for key, value in os.environ.items():
+            if key.startswith(prefix):
+                data.setdefault(key[len(prefix) :].lower(), value)
+        try:
+            validated = model.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"plugins.{name}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"settings of plugin {name!r} are invalid: {problems}") from None
+        self._validated_settings[name] = validated
+        return validated
+
+    def vector_store(self, name: str, **options: Any) -> VectorStore:
+        """A vector store from the factory registered as ``name``."""
+        return self.vector_stores.get(name)(**options)
+
+    def embedder(self, name: str, **options: Any) -> Embedder:
+        """The embedder ``provider/model``."""
+        from toolkernel.embedders import split_embedder_name
+
+        provider, model = split_embedder_name(name)
+        return self.embedders.get(provider)(model, **options)
+
+    def reranker(self, name: str, **options: Any) -> Reranker:
+        """A reranker from the factory registered as ``name``."""
+        return self.rerankers.get(name)(**options)
+
+    def client_transport(
+        self,
+        target: str | list[str],
+        options: ClientTransportOptions | None = None,
+        *,
+        name: str | None = None,
+    ) -> AbstractAsyncContextManager[TransportStreams]:
+        """Open a client connection to ``target`` (a URL or a command line) with the right transport."""
+        from toolkernel.transports import ClientTransportOptions
+
+        if name is None:
+            name = self.client_transports.for_target(target if isinstance(target, str) else "")
+        spec = self.client_transports.get(name)
+        return spec.factory(target, options or ClientTransportOptions())
+
+    # -- events ---------------------------------------------------------------------------
+
+    def listens(self, hook: str) -> bool:
+        """Whether any plugin implements the event hook ``hook`` (cheap; cached)."""
+        return bool(self._callers(hook))
+
+    async def emit(self, hook: str, **kwargs: Any) -> None:
+        """Call event hook ``hook`` on every plugin; await awaitables; log, never raise, failures."""
+        for plugin_name, caller in self._callers(hook):
+            try:
+                for result in caller(**kwargs):
+                    if inspect.isawaitable(result):
+                        await result
+            except Exception:
+                from toolkernel._logging import get_logger
+
+                get_logger("toolkernel.plugins").exception(
+                    "event hook failed; the call goes on", hook=hook, plugin=plugin_name
+                )
+
+    def _callers(self, hook: str) -> list[tuple[str, Callable[..., Any]]]:
+        callers = self._event_callers.get(hook)
+        if callers is None:
+            impls = getattr(self._pm.hook, hook).get_hookimpls()
+            callers = []
+            for impl in impls:
+                others = [p for p in self._pm.get_plugins() if p is not impl.plugin]
+                callers.append((impl.plugin_name, self._pm.subset_hook_caller(hook, remove_plugins=others)))
+            self._event_callers[hook] = callers
+        return callers
+
+    # -- serving --------------------------------------------------------------------------
+
+    async def serve(
+        self, server: MCPServer, transport: str = "stdio", options: ServeOptions | None = None
+    ) -> None:
+        """Serve ``server`` over the transport registered as ``transport`` until cancelled."""
+        from toolkernel._serving import ServingAppImpl
+        from toolkernel.transports import ServeOptions
+
+        if transport not in self.server_transports:
+            hint = " (pip install toolkernel-http)" if transport in ("http", "sse") else ""
+            known = ", ".join(self.server_transports) or "none"
+            raise ConfigError(f"--transport {transport!r} is not installed{hint}; available: {known}")
+        self.check()
+        server_transport = self.server_transports.get(transport)(options or ServeOptions())
+        app = ServingAppImpl(server, self)
+        await self.emit("on_server_start", server=server)
+        try:
+            await server_transport.serve(app)
+        finally:
+            await self.emit("on_server_stop", server=server)
+
+
+_REGISTRY_ATTRS = (
+    "server_transports",
+    "client_transports",
+    "auth_providers",
+    "vector_stores",
+    "embedders",
+    "rerankers",
+    "tools",
+    "resources",
+    "prompts",
+    "tool_middleware",
+    "settings_models",
+    "commands",
+)
+
+
+def _implemented_hooks(plugin: object) -> list[str]:
+    """Names of the functions on ``plugin`` marked with ``toolkernel.hookimpl``."""
+    found = []
+    for attr in dir(plugin):
+        try:
+            value = getattr(plugin, attr)
+        except Exception:  # pragma: no cover - exotic descriptors
+            continue
+        if callable(value) and hasattr(value, "toolkernel_impl"):
+            found.append(attr)
+    return found

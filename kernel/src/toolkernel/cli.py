@@ -1,0 +1,92 @@
+"""The ``toolkernel`` command line; every sub-command, built-in or not, comes from a plugin.
+
+``main()`` makes a :class:`~toolkernel.Kernel`, asks plugins for their commands through
+``register_commands`` and dispatches. A command's ``run(args, kernel)`` returns an exit
+code or an awaitable of one. Errors the user can fix print one line to stderr and
+exit 2; nothing is written to stdout but results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolkernel.registries import Registry
+
+if TYPE_CHECKING:
+    from toolkernel._kernel import Kernel
+
+Configure = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace, "Kernel"], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One sub-command: how to add its arguments and how to run it."""
+
+    configure: Configure
+    run: Run
+    help: str
+
+
+class CommandRegistry(Registry[Command]):
+    kind = "command"
+
+    def add(self, name: str, configure: Configure, run: Run, *, help: str = "") -> None:
+        """Add sub-command ``name``; ``configure(parser)`` adds its arguments."""
+        if not callable(configure) or not callable(run):
+            from toolkernel.errors import RegistrationError
+
+            raise RegistrationError(f"command {name!r}: configure and run must be callable")
+        self._add(name, Command(configure, run, help))
+
+
+def build_parser(kernel: Kernel) -> argparse.ArgumentParser:
+    """The argument parser with every registered command."""
+    parser = argparse.ArgumentParser(prog="toolkernel", description="A plugin-based MCP tooling kernel.")
+    parser.add_argument(
+        "--log-level", default=None, help="debug, info, warning or error (TOOLKERNEL_LOG_LEVEL)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for entry in kernel.commands.entries():
+        command_parser = sub.add_parser(entry.name, help=entry.value.help, description=entry.value.help)
+        entry.value.configure(command_parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``toolkernel`` command."""
+    from toolkernel._kernel import Kernel
+    from toolkernel._logging import configure_logging
+    from toolkernel._telemetry import configure_from_env
+    from toolkernel.errors import ToolkernelError
+
+    try:
+        kernel = Kernel()
+        args = build_parser(kernel).parse_args(argv)
+        if args.log_level:
+            configure_logging(args.log_level)
+        configure_from_env()
+        command = kernel.commands.get(args.command)
+        result = command.run(args, kernel)
+        if inspect.isawaitable(result):
+            import anyio
+
+            async def wait() -> Any:
+                return await result
+
+            result = anyio.run(wait)
+        return int(result or 0)
+    except ToolkernelError as exc:
+        print(f"toolkernel: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

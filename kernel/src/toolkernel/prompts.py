@@ -1,0 +1,111 @@
+"""Prompts a server offers, with arguments, completion and selectable versions."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkernel.errors import ConfigError
+from toolkernel.resources import Completer
+
+_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
+
+PromptOutput = str | Sequence[Any]
+"""A string (one user message) or a list of prompt messages (dicts or ``PromptMessage``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptArgument:
+    """One named argument of a prompt."""
+
+    name: str
+    description: str | None = None
+    required: bool = False
+
+
+@dataclass(eq=False)
+class Prompt:
+    """A prompt template: ``render(**arguments)`` returns its messages.
+
+    Several prompts may share a ``name`` with different ``version`` strings; clients
+    get the newest unless they select one with ``_meta["toolkernel/version"]``.
+    """
+
+    name: str
+    render: Callable[..., PromptOutput | Awaitable[PromptOutput]]
+    description: str | None = None
+    arguments: Sequence[PromptArgument] | None = None
+    title: str | None = None
+    version: str | None = None
+    complete: Mapping[str, Completer] = field(default_factory=dict)
+    meta: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ConfigError(
+                f"prompt name {self.name!r} is not valid: 1-128 characters from A-Z a-z 0-9 _ - ."
+            )
+        if not callable(self.render):
+            raise ConfigError(f"prompt {self.name!r}: render must be callable")
+        if self.arguments is None:
+            self.arguments = _arguments_from_signature(self.render)
+        names = {a.name for a in self.arguments}
+        unknown = set(self.complete) - names
+        if unknown:
+            raise ConfigError(f"prompt {self.name!r}: completion for unknown arguments {sorted(unknown)}")
+
+    @property
+    def key(self) -> str:
+        """``name`` or ``name@version``: how registries tell versions apart."""
+        return f"{self.name}@{self.version}" if self.version else self.name
+
+    def check_arguments(self, given: Mapping[str, str] | None) -> dict[str, str]:
+        """The arguments to render with; a :class:`ValueError` names missing or unknown ones."""
+        given = dict(given or {})
+        declared = {a.name: a for a in self.arguments or ()}
+        missing = [a.name for a in declared.values() if a.required and a.name not in given]
+        unknown = [k for k in given if k not in declared]
+        if missing or unknown:
+            problems = []
+            if missing:
+                problems.append(f"missing required argument(s) {', '.join(missing)}")
+            if unknown:
+                problems.append(f"unknown argument(s) {', '.join(unknown)}")
+            raise ValueError(f"prompt {self.name!r}: " + "; ".join(problems))
+        return given
+
+
+def prompt(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    title: str | None = None,
+    version: str | None = None,
+    complete: Mapping[str, Completer] | None = None,
+) -> Callable[[Callable[..., Any]], Prompt]:
+    """Make a :class:`Prompt` from a function whose parameters are its arguments."""
+
+    def build(fn: Callable[..., Any]) -> Prompt:
+        return Prompt(
+            name=name or fn.__name__,
+            render=fn,
+            description=description
+            if description is not None
+            else inspect.cleandoc(fn.__doc__ or "") or None,
+            title=title,
+            version=version,
+            complete=dict(complete or {}),
+        )
+
+    return build
+
+
+def _arguments_from_signature(fn: Callable[..., Any]) -> list[PromptArgument]:
+    return [
+        PromptArgument(name=p.name, required=p.default is p.empty)
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
