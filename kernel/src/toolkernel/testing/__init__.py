@@ -1,0 +1,121 @@
+"""Testing kit for toolkernel and its plugins: a pytest plugin plus helpers.
+
+Enable it with ``-p toolkernel.testing`` or ``pytest_plugins = ["toolkernel.testing"]``.
+Fixtures: ``kernel`` (a fresh kernel with only the built-ins), ``kernel_with``
+(the same plus given plugins), ``spans`` (spans recorded in memory), ``log_events``
+(structlog events captured as dicts) and ``anyio_backend`` (asyncio). Helpers:
+:func:`connect_in_memory` connects an ``mcp`` SDK client to a server through memory
+streams, running the full kernel path without a subprocess. Contract suites per
+plugin kind live in submodules (``toolkernel.testing.stores``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from mcp.client import Client
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from toolkernel._kernel import Kernel
+    from toolkernel.server import MCPServer
+
+__all__ = ["connect_in_memory"]
+
+
+@contextlib.asynccontextmanager
+async def connect_in_memory(
+    server: MCPServer, *, kernel: Kernel | None = None, mode: str = "legacy", **client_options: Any
+) -> AsyncIterator[Client]:
+    """An SDK ``Client`` talking to ``server`` over memory streams, through the kernel's full path.
+
+    ``mode`` is the client's protocol era: ``"legacy"`` (the 2025 handshake) or
+    ``"auto"`` (2026-07-28 ``server/discover``).
+    """
+    import anyio
+    from mcp.client import Client
+    from mcp.shared.message import SessionMessage
+
+    from toolkernel._serving import ServingAppImpl
+
+    if kernel is not None:
+        server._kernel = kernel
+    app = ServingAppImpl(server, server.kernel)
+    to_server_send, to_server_recv = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+    to_client_send, to_client_recv = anyio.create_memory_object_stream[SessionMessage | Exception](100)
+
+    @contextlib.asynccontextmanager
+    async def transport() -> AsyncIterator[Any]:
+        yield to_client_recv, to_server_send
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: app.run_session(to_server_recv, to_client_send, transport="memory"))
+        try:
+            async with Client(transport(), mode=mode, **client_options) as client:  # type: ignore[arg-type]
+                yield client
+        finally:
+            tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio, the backend the kernel's transports use."""
+    return "asyncio"
+
+
+@pytest.fixture
+def kernel() -> Kernel:
+    """A fresh kernel with only the built-in plugins (no entry-point discovery)."""
+    from toolkernel._kernel import Kernel
+
+    return Kernel(load_entry_points=False)
+
+
+@pytest.fixture
+def kernel_with() -> Callable[..., Kernel]:
+    """``kernel_with(plugin, ...)``: a fresh kernel with the built-ins and the given plugins."""
+    from toolkernel._kernel import Kernel
+
+    def make(*plugins: object, **options: Any) -> Kernel:
+        return Kernel(load_entry_points=False, plugins=plugins, **options)
+
+    return make
+
+
+_exporter: InMemorySpanExporter | None = None
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Spans finished during the test, recorded in memory.
+
+    Installs an OpenTelemetry SDK tracer provider for the rest of the session (the
+    global provider can be set only once per process) and clears it for each test.
+    """
+    global _exporter
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    if _exporter is None:
+        _exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_exporter))
+        trace.set_tracer_provider(provider)
+    _exporter.clear()
+    yield _exporter
+    _exporter.clear()
+
+
+@pytest.fixture
+def log_events() -> Iterator[list[dict[str, Any]]]:
+    """structlog events emitted during the test, as dicts."""
+    import structlog
+
+    with structlog.testing.capture_logs() as captured:
+        yield captured
