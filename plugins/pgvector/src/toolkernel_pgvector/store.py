@@ -1,0 +1,506 @@
+"""A :class:`~toolkernel.vectors.VectorStore` on PostgreSQL with the pgvector extension.
+
+Each index is a table ``(id, embedding vector(n), metadata jsonb, document)`` in the
+store's schema (one schema per tenant), listed in a catalog table ``toolkernel_indexes``
+beside it. Searches use an HNSW or IVFFlat index (or an exact scan) with pgvector's
+iterative scans, so a filtered query still returns ``top_k`` hits when enough rows match.
+Connections come from a psycopg async pool with bounded waits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import anyio
+import psycopg
+from pgvector import Vector
+from pgvector.psycopg import register_vector_async
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from toolkernel.filters import Filter, coerce_filter, require_supported
+from toolkernel.vectors import (
+    FilterInput,
+    IndexExistsError,
+    IndexInfo,
+    IndexNotFoundError,
+    MetadataValue,
+    Metric,
+    QueryResult,
+    VectorInputError,
+    VectorStoreError,
+    check_index_args,
+    check_options,
+    check_top_k,
+    check_upsert,
+    check_vector,
+)
+
+from toolkernel_pgvector._where import SUPPORTED_OPERATORS, where_clause
+
+CATALOG = "toolkernel_indexes"
+"""The table, in each tenant schema, that lists that schema's indexes."""
+
+QUERY_OPTIONS = ("ef", "probes", "min_score")
+"""Options :meth:`PgVectorStore.query` accepts."""
+
+_OPS: dict[str, tuple[str, str]] = {
+    "cosine": ("<=>", "vector_cosine_ops"),
+    "euclidean": ("<->", "vector_l2_ops"),
+    "dot": ("<#>", "vector_ip_ops"),
+}
+"""Metric → (pgvector distance operator, operator class for the ANN index)."""
+
+BULK_BUILD_ROWS = 1000
+"""An upsert of at least this many rows into an empty index builds the ANN index after loading."""
+
+_IDENT = re.compile(r"[^a-z0-9_]+")
+
+
+class PgVectorOptions(BaseModel):
+    """How a :class:`PgVectorStore` connects and builds its indexes; validated when the store is made."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dsn: str = Field(min_length=1, description="libpq connection string or postgresql:// URI.")
+    schema_: str = Field(
+        "public",
+        alias="schema",
+        min_length=1,
+        max_length=63,
+        description="Schema holding this tenant's indexes.",
+    )
+    index_type: Literal["hnsw", "ivfflat", "exact"] = "hnsw"
+    hnsw_m: int = Field(16, ge=2, le=100)
+    hnsw_ef_construction: int = Field(64, ge=4, le=1000)
+    ivfflat_lists: int = Field(100, ge=1, le=32768)
+    create_extension: bool = True
+    pool_min_size: int = Field(1, ge=0)
+    pool_max_size: int = Field(10, ge=1)
+    pool_timeout: float = Field(30.0, gt=0, description="Seconds to wait for a free pooled connection.")
+    connect_timeout: float = Field(
+        10.0, gt=0, description="Seconds to wait for Postgres to accept a connection."
+    )
+    statement_timeout: float = Field(60.0, gt=0, description="Seconds any one statement may run.")
+
+
+class PgVectorStore:
+    """pgvector-backed vector store; every method is safe to await concurrently."""
+
+    name = "pgvector"
+    supported_filter_operators: frozenset[str] = SUPPORTED_OPERATORS
+
+    def __init__(self, **options: Any) -> None:
+        try:
+            self.options = PgVectorOptions.model_validate(options)
+        except ValidationError as exc:
+            raise VectorInputError(f"vector store 'pgvector': invalid options: {exc}") from None
+        if self.options.pool_min_size > self.options.pool_max_size:
+            raise VectorInputError("vector store 'pgvector': pool_min_size is larger than pool_max_size")
+        self._schema = sql.Identifier(self.options.schema_)
+        self._catalog = sql.Identifier(self.options.schema_, CATALOG)
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
+        self._opening = anyio.Lock()
+        self._closed = False
+
+    # -- connections ---------------------------------------------------------
+
+    async def _get_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+        """The open pool, made on first use after the extension, schema and catalog exist."""
+        if self._closed:
+            raise VectorStoreError("vector store 'pgvector' is closed")
+        async with self._opening:
+            if self._pool is None:
+                await self._bootstrap()
+                pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = AsyncConnectionPool(
+                    self.options.dsn,
+                    min_size=self.options.pool_min_size,
+                    max_size=self.options.pool_max_size,
+                    timeout=self.options.pool_timeout,
+                    kwargs=self._connect_kwargs(),
+                    configure=register_vector_async,
+                    open=False,
+                    name=f"toolkernel-pgvector:{self.options.schema_}",
+                )
+                try:
+                    await pool.open(wait=True, timeout=self.options.connect_timeout)
+                except Exception as exc:
+                    await pool.close()
+                    raise VectorStoreError(
+                        f"vector store 'pgvector': cannot open the connection pool: {exc}"
+                    ) from exc
+                self._pool = pool
+            return self._pool
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {
+            "connect_timeout": max(1, math.ceil(self.options.connect_timeout)),
+            "options": f"-c statement_timeout={int(self.options.statement_timeout * 1000)}",
+        }
+
+    async def _bootstrap(self) -> None:
+        """Create the vector extension, the tenant schema and its catalog if they are missing."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.options.dsn, autocommit=True, **self._connect_kwargs()
+            )
+        except psycopg.Error as exc:
+            raise VectorStoreError(f"vector store 'pgvector': cannot connect: {exc}") from exc
+        async with conn:
+            try:
+                # Concurrent stores bootstrapping the same database serialize on this lock.
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('toolkernel_pgvector'))")
+                    if self.options.create_extension:
+                        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(self._schema))
+                    await conn.execute(
+                        sql.SQL(
+                            "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY,"
+                            " table_name text UNIQUE NOT NULL, dimension integer NOT NULL,"
+                            " metric text NOT NULL, index_type text NOT NULL)"
+                        ).format(self._catalog)
+                    )
+            except psycopg.Error as exc:
+                raise VectorStoreError(f"vector store 'pgvector': cannot prepare schema: {exc}") from exc
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection inside a transaction; database errors become :class:`VectorStoreError`."""
+        pool = await self._get_pool()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                yield conn
+        except PoolTimeout as exc:
+            raise VectorStoreError(
+                f"vector store 'pgvector': no connection free within {self.options.pool_timeout}s "
+                "(raise pool_max_size or pool_timeout)"
+            ) from exc
+        except psycopg.Error as exc:
+            raise VectorStoreError(f"vector store 'pgvector': {type(exc).__name__}: {exc}") from exc
+
+    async def _table(self, conn: psycopg.AsyncConnection[Any], index: str) -> _Table:
+        """The catalog entry of ``index``, locked against a concurrent drop for this transaction."""
+        cur = await conn.execute(
+            sql.SQL(
+                "SELECT table_name, dimension, metric, index_type FROM {} WHERE name = %s FOR SHARE"
+            ).format(self._catalog),
+            [index],
+        )
+        row = await cur.fetchone()
+        if row is None:
+            raise IndexNotFoundError(index)
+        return _Table(self.options.schema_, row[0], dimension=row[1], metric=row[2], index_type=row[3])
+
+    # -- indexes -------------------------------------------------------------
+
+    async def create_index(self, name: str, dimension: int, metric: Metric = "cosine") -> None:
+        """Create the table and ANN index for ``name``; a no-op if it exists with the same shape."""
+        check_index_args(name, dimension, metric)
+        table_name = _table_name(name)
+        table = sql.Identifier(self.options.schema_, table_name)
+        async with self._connection() as conn:
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", [f"{self.options.schema_}.{name}"]
+            )
+            cur = await conn.execute(
+                sql.SQL("SELECT dimension, metric FROM {} WHERE name = %s").format(self._catalog), [name]
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                if (row[0], row[1]) != (dimension, metric):
+                    existing = IndexInfo(name=name, dimension=row[0], metric=row[1], count=0)
+                    raise IndexExistsError(name, existing)
+                return
+            await conn.execute(
+                sql.SQL(
+                    "CREATE TABLE {} (id text PRIMARY KEY, embedding vector({}) NOT NULL,"
+                    " metadata jsonb NOT NULL DEFAULT '{{}}'::jsonb, document text)"
+                ).format(table, sql.Literal(dimension))
+            )
+            ann = self._ann_index_sql(table_name, metric, self.options.index_type)
+            if ann is not None:
+                await conn.execute(ann)
+            await conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (name, table_name, dimension, metric, index_type)"
+                    " VALUES (%s, %s, %s, %s, %s)"
+                ).format(self._catalog),
+                [name, table_name, dimension, metric, self.options.index_type],
+            )
+
+    def _ann_index_sql(self, table_name: str, metric: str, index_type: str) -> sql.Composed | None:
+        """``CREATE INDEX`` of ``index_type`` on ``table_name`` (``None`` for exact search)."""
+        table = sql.Identifier(self.options.schema_, table_name)
+        name = sql.Identifier(_ann_name(table_name))
+        opclass = sql.SQL(_OPS[metric][1])
+        if index_type == "hnsw":
+            return sql.SQL(
+                "CREATE INDEX {} ON {} USING hnsw (embedding {}) WITH (m = {}, ef_construction = {})"
+            ).format(
+                name,
+                table,
+                opclass,
+                sql.Literal(self.options.hnsw_m),
+                sql.Literal(self.options.hnsw_ef_construction),
+            )
+        if index_type == "ivfflat":
+            return sql.SQL("CREATE INDEX {} ON {} USING ivfflat (embedding {}) WITH (lists = {})").format(
+                name, table, opclass, sql.Literal(self.options.ivfflat_lists)
+            )
+        return None
+
+    async def reindex(self, name: str) -> None:
+        """Rebuild ``name``'s ANN index from its current rows (IVFFlat learns its lists from the data)."""
+        async with self._connection() as conn:
+            table = await self._table(conn, name)
+            await conn.execute(sql.SQL("REINDEX TABLE {}").format(table.ident))
+
+    async def describe_index(self, name: str) -> IndexInfo:
+        """Dimension, metric and row count of ``name``."""
+        async with self._connection() as conn:
+            table = await self._table(conn, name)
+            cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table.ident))
+            row = await cur.fetchone()
+        count = row[0] if row is not None else 0
+        return IndexInfo(name=name, dimension=table.dimension, metric=table.metric, count=count)
+
+    async def list_indexes(self) -> list[str]:
+        """Every index name in this store's schema, sorted."""
+        async with self._connection() as conn:
+            cur = await conn.execute(sql.SQL("SELECT name FROM {} ORDER BY name").format(self._catalog))
+            return sorted(row[0] for row in await cur.fetchall())
+
+    async def delete_index(self, name: str) -> None:
+        """Drop ``name``'s table and its catalog entry."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                sql.SQL("DELETE FROM {} WHERE name = %s RETURNING table_name").format(self._catalog), [name]
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise IndexNotFoundError(name)
+            await conn.execute(
+                sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.options.schema_, row[0]))
+            )
+
+    # -- records -------------------------------------------------------------
+
+    async def upsert(
+        self,
+        index: str,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        metadata: Sequence[Mapping[str, MetadataValue]] | None = None,
+        documents: Sequence[str | None] | None = None,
+    ) -> None:
+        """Insert or replace rows by id in one transaction, so a failing batch writes nothing."""
+        async with self._connection() as conn:
+            table = await self._table(conn, index)
+            rows = check_upsert(table.dimension, ids, vectors, metadata, documents)
+            if not rows[0]:
+                return
+            # A large first load is faster, and IVFFlat learns real lists, if the ANN index is built after it.
+            rebuild = None
+            if len(rows[0]) >= BULK_BUILD_ROWS:
+                rebuild = self._ann_index_sql(table.name, table.metric, table.index_type)
+            if rebuild is not None:
+                cur = await conn.execute(sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(table.ident))
+                empty = await cur.fetchone()
+                if empty is not None and empty[0]:
+                    ann = sql.Identifier(self.options.schema_, _ann_name(table.name))
+                    await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(ann))
+                else:
+                    rebuild = None
+            # Bulk-load through COPY into a temporary table, then merge: far faster than row INSERTs.
+            await conn.execute(
+                "CREATE TEMPORARY TABLE IF NOT EXISTS _tk_upsert (id text, embedding vector, metadata jsonb,"
+                " document text) ON COMMIT DELETE ROWS"
+            )
+            async with conn.cursor().copy(
+                "COPY _tk_upsert (id, embedding, metadata, document) FROM STDIN"
+            ) as copy:
+                for id_, vector, meta, doc in zip(*rows, strict=True):
+                    await copy.write_row((id_, Vector(vector), Jsonb(meta), doc))
+            await conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (id, embedding, metadata, document)"
+                    " SELECT id, embedding, metadata, document FROM _tk_upsert"
+                    " ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding,"
+                    " metadata = EXCLUDED.metadata, document = EXCLUDED.document"
+                ).format(table.ident)
+            )
+            if rebuild is not None:
+                await conn.execute(rebuild)
+
+    async def query(
+        self,
+        index: str,
+        vector: Sequence[float],
+        top_k: int = 10,
+        filter: FilterInput | None = None,
+        include_vectors: bool = False,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[QueryResult]:
+        """The ``top_k`` best rows matching ``filter``; options ``ef``, ``probes``, ``min_score``."""
+        async with self._connection() as conn:
+            table = await self._table(conn, index)
+            query_vector = Vector(check_vector(vector, table.dimension, "vector"))
+            check_top_k(top_k)
+            opts = _query_options(check_options(self.name, options, QUERY_OPTIONS))
+            parsed = self._parse(filter)
+            condition, params = where_clause(parsed)
+            await self._tune_search(conn, table, top_k, opts, filtered=parsed is not None)
+            operator = sql.SQL(_OPS[table.metric][0])
+            columns = sql.SQL(", embedding" if include_vectors else "")
+            search = sql.SQL(
+                "SELECT id, embedding {} %s AS distance, metadata, document{} FROM {} WHERE {} "
+                "ORDER BY distance LIMIT %s"
+            ).format(operator, columns, table.ident, condition)
+            # IVFFlat's iterative scan may return rows slightly out of order: sort them again.
+            statement = sql.SQL("WITH hits AS MATERIALIZED ({}) SELECT * FROM hits ORDER BY distance").format(
+                search
+            )
+            cur = await conn.execute(statement, [query_vector, *params, top_k])
+            rows = await cur.fetchall()
+        results: list[QueryResult] = []
+        min_score = opts.get("min_score")
+        for row in rows:
+            score = _score(table.metric, float(row[1]))
+            if min_score is not None and score < min_score:
+                break
+            results.append(
+                QueryResult(
+                    id=row[0],
+                    score=score,
+                    metadata=row[2],
+                    document=row[3],
+                    vector=row[4].to_list() if include_vectors else None,
+                )
+            )
+        return results
+
+    async def _tune_search(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        table: _Table,
+        top_k: int,
+        opts: dict[str, Any],
+        *,
+        filtered: bool,
+    ) -> None:
+        """Set this transaction's HNSW / IVFFlat search parameters (bound values via ``set_config``)."""
+        settings: dict[str, str] = {}
+        if table.index_type == "hnsw":
+            # An HNSW scan yields at most ef_search rows unless iterating: size it to top_k by default.
+            settings["hnsw.ef_search"] = str(opts.get("ef", min(1000, max(40, 2 * top_k))))
+            settings["hnsw.iterative_scan"] = "strict_order"
+        elif table.index_type == "ivfflat":
+            lists = self.options.ivfflat_lists
+            settings["ivfflat.probes"] = str(opts.get("probes", max(1, round(math.sqrt(lists)))))
+            settings["ivfflat.iterative_scan"] = "relaxed_order" if filtered else "off"
+        for key, value in settings.items():
+            await conn.execute("SELECT set_config(%s, %s, true)", [key, value])
+
+    async def delete(
+        self, index: str, ids: Sequence[str] | None = None, filter: FilterInput | None = None
+    ) -> None:
+        """Delete rows by id, by filter, or ids that also match the filter."""
+        async with self._connection() as conn:
+            table = await self._table(conn, index)
+            if ids is None and filter is None:
+                raise VectorInputError(
+                    "delete needs ids, a filter or both; use delete_index() to drop an index"
+                )
+            if isinstance(ids, str):
+                raise VectorInputError("ids: expected a sequence of strings, got a single string")
+            condition, params = where_clause(self._parse(filter))
+            if ids is not None:
+                condition = sql.SQL("id = ANY(%s) AND ({})").format(condition)
+                params = [list(ids), *params]
+            await conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(table.ident, condition), params)
+
+    async def count(self, index: str, filter: FilterInput | None = None) -> int:
+        """How many rows ``index`` holds, or how many match ``filter``."""
+        parsed = coerce_filter(filter)
+        if parsed is not None:
+            require_supported(self.name, self.supported_filter_operators, parsed)
+        condition, params = where_clause(parsed)
+        async with self._connection() as conn:
+            table = await self._table(conn, index)
+            cur = await conn.execute(
+                sql.SQL("SELECT count(*) FROM {} WHERE {}").format(table.ident, condition), params
+            )
+            row = await cur.fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def _parse(self, filter: FilterInput | None) -> Filter | None:
+        """The parsed filter (``None`` if it tests nothing), refusing operators this store lacks."""
+        parsed = coerce_filter(filter)
+        if parsed is not None:
+            require_supported(self.name, self.supported_filter_operators, parsed)
+        return parsed
+
+    async def aclose(self) -> None:
+        """Close the connection pool; the store cannot be used afterwards."""
+        self._closed = True
+        async with self._opening:
+            if self._pool is not None:
+                await self._pool.close()
+                self._pool = None
+
+
+class _Table:
+    """An index's table and shape, as read from the catalog."""
+
+    __slots__ = ("dimension", "ident", "index_type", "metric", "name")
+
+    def __init__(self, schema: str, name: str, *, dimension: int, metric: Metric, index_type: str) -> None:
+        self.name = name
+        self.ident = sql.Identifier(schema, name)
+        self.dimension = dimension
+        self.metric = metric
+        self.index_type = index_type
+
+
+def _table_name(name: str) -> str:
+    """A readable, collision-free table name for index ``name``: a slug plus a hash of the full name."""
+    slug = _IDENT.sub("_", name.lower()).strip("_")[:40]
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return f"tk_{slug}_{digest}" if slug else f"tk_{digest}"
+
+
+def _ann_name(table_name: str) -> str:
+    """The name of a table's ANN index, fixed so a bulk load can drop and rebuild it."""
+    return f"{table_name}_ann"
+
+
+def _query_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """Check the types and ranges of ``ef``, ``probes`` and ``min_score``."""
+    for key in ("ef", "probes"):
+        if key in opts:
+            value = opts[key]
+            high = 1000 if key == "ef" else 32768
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise VectorInputError(
+                    f"query option {key!r} must be an integer from 1 to {high}, got {value!r}"
+                )
+    if "min_score" in opts:
+        value = opts["min_score"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise VectorInputError(f"query option 'min_score' must be a finite number, got {value!r}")
+    return opts
+
+
+def _score(metric: str, distance: float) -> float:
+    """pgvector distance → the contract's higher-is-better score."""
+    if metric == "cosine":
+        return 1.0 - distance
+    # <-> is the euclidean distance and <#> the negated inner product: both negate to the score.
+    return -distance
