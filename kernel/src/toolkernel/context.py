@@ -161,7 +161,11 @@ class ToolContext:
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress; a no-op when the client sent no progress token."""
-        if self._request is None or not self._request.meta or self._request.meta.get("progress_token") is None:
+        if (
+            self._request is None
+            or not self._request.meta
+            or self._request.meta.get("progress_token") is None
+        ):
             return
         await self._request.session.report_progress(progress, total, message)
 
@@ -171,6 +175,13 @@ class ToolContext:
 
         get_logger("toolkernel.tool").log(_LEVELS.get(level, 20), message, tool=self.tool_name, **data)
         if self._request is None:
+            return
+        # Handshake era: honour the level the client chose with logging/setLevel.
+        from toolkernel._serving import LOG_LEVEL_STATE
+
+        state = getattr(getattr(self._request.session, "_connection", None), "state", None)
+        minimum = state.get(LOG_LEVEL_STATE) if isinstance(state, dict) else None
+        if minimum in _SEVERITY and level in _SEVERITY and _SEVERITY.index(level) < _SEVERITY.index(minimum):
             return
         payload: Any = {"message": message, **data} if data else message
         await self._request.session.send_log_message(
@@ -267,6 +278,9 @@ class ToolContext:
             return dict(self._answers[key])
         raise InputRequired(key, request, self._answers)
 
+
+_SEVERITY: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""RFC 5424 levels, least severe first (the order of MCP's ``LoggingLevel``)."""
 
 _LEVELS = {"debug": 10, "info": 20, "notice": 20, "warning": 30, "error": 40, "critical": 50}
 
