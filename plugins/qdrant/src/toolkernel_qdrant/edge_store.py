@@ -1,0 +1,217 @@
+"""The Qdrant store embedded in-process with ``qdrant-edge-py`` (the real Qdrant engine, no server).
+
+Each index is one Edge shard in its own directory, next to a small ``toolkernel-index.json``
+that records its dimension and metric (a shard does not report its configuration). Without
+a ``path`` the shards live in a temporary directory removed by :meth:`QdrantEdgeStore.aclose`.
+
+Shard calls are blocking native code, so they run in worker threads; writes to one index are
+serialized by a lock while searches run concurrently. Points sit in an appendable segment
+that is searched exactly until the shard is optimized (which builds the HNSW index); see
+``docs/plugins/qdrant.md`` for the measured trade-off.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import qdrant_edge as qe
+
+from toolkernel.vectors import Metric
+from toolkernel_qdrant._base import Hit, IndexSpec, QdrantStoreBase
+from toolkernel_qdrant._translate import QdrantFilter
+from toolkernel_qdrant.settings import QdrantSettings
+
+_DISTANCE: dict[Metric, qe.Distance] = {
+    "cosine": qe.Distance.Cosine,
+    "euclidean": qe.Distance.Euclid,
+    "dot": qe.Distance.Dot,
+}
+_SPEC_FILE = "toolkernel-index.json"
+
+# qdrant-edge-py 0.9 turns MatchValue(True) into the integer 1, which never matches a stored
+# boolean; booleans are therefore stored as these marker strings (strings that start with the
+# marker are escaped by doubling it), so equality filters on booleans work.
+_MARK = "\x1f"
+_TRUE, _FALSE = _MARK + "T", _MARK + "F"
+
+
+class _Shard:
+    """An open Edge shard and the lock that serializes writes to it."""
+
+    def __init__(self, shard: qe.EdgeShard) -> None:
+        self.shard = shard
+        self.write_lock = anyio.Lock()
+
+
+class QdrantEdgeStore(QdrantStoreBase):
+    """A :class:`~toolkernel.vectors.VectorStore` on embedded Qdrant Edge shards (mode 'edge')."""
+
+    def __init__(self, settings: QdrantSettings) -> None:
+        super().__init__(settings.collection_prefix)
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if settings.path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="toolkernel-qdrant-")
+            self._root = Path(self._tmp.name)
+        else:
+            self._root = settings.path
+            self._root.mkdir(parents=True, exist_ok=True)
+        self._shards: dict[str, _Shard] = {}
+        self._admin = anyio.Lock()
+
+    def _encode(self, value: Any) -> Any:
+        """Booleans as marker strings, marker-prefixed strings escaped; see ``_MARK``."""
+        if isinstance(value, bool):
+            return _TRUE if value else _FALSE
+        if isinstance(value, str) and value.startswith(_MARK):
+            return _MARK + value
+        return value
+
+    def _decode(self, value: Any) -> Any:
+        """The inverse of :meth:`_encode`."""
+        if isinstance(value, str) and value.startswith(_MARK):
+            return value == _TRUE if value in (_TRUE, _FALSE) else value[1:]
+        return value
+
+    # -- shards ------------------------------------------------------------------
+
+    def _dir(self, collection: str) -> Path:
+        return self._root / collection
+
+    async def _shard(self, collection: str) -> _Shard:
+        opened = self._shards.get(collection)
+        if opened is None:
+            async with self._admin:
+                opened = self._shards.get(collection)
+                if opened is None:
+                    path = str(self._dir(collection) / "shard")
+                    opened = _Shard(await anyio.to_thread.run_sync(qe.EdgeShard.load, path))
+                    self._shards[collection] = opened
+        return opened
+
+    # -- backend primitives ------------------------------------------------------
+
+    async def _create(self, collection: str, spec: IndexSpec) -> None:
+        async with self._admin:
+            directory = self._dir(collection)
+            if (directory / _SPEC_FILE).exists():
+                return  # created concurrently with the same name; create_index re-checks settings
+            config = qe.EdgeConfig(
+                vectors=qe.EdgeVectorParams(size=spec.dimension, distance=_DISTANCE[spec.metric])
+            )
+            shard = await anyio.to_thread.run_sync(qe.EdgeShard.create, str(directory / "shard"), config)
+            (directory / _SPEC_FILE).write_text(
+                json.dumps({"dimension": spec.dimension, "metric": spec.metric})
+            )
+            self._shards[collection] = _Shard(shard)
+
+    async def _describe(self, collection: str) -> IndexSpec | None:
+        try:
+            raw = json.loads((self._dir(collection) / _SPEC_FILE).read_text())
+        except FileNotFoundError:
+            return None
+        return IndexSpec(int(raw["dimension"]), raw["metric"])
+
+    async def _list(self) -> list[str]:
+        return [p.parent.name for p in self._root.glob(f"*/{_SPEC_FILE}")]
+
+    async def _drop(self, collection: str) -> None:
+        async with self._admin:
+            opened = self._shards.pop(collection, None)
+            if opened is not None:
+                async with opened.write_lock:
+                    await anyio.to_thread.run_sync(opened.shard.close)
+            (self._dir(collection) / _SPEC_FILE).unlink(missing_ok=True)
+            await anyio.to_thread.run_sync(shutil.rmtree, self._dir(collection))
+
+    async def _upsert(self, collection: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
+        opened = await self._shard(collection)
+        operation = qe.UpdateOperation.upsert_points(
+            [qe.Point(uuid.UUID(pid), vec, payload) for pid, vec, payload in points]
+        )
+        async with opened.write_lock:
+            await anyio.to_thread.run_sync(opened.shard.update, operation)
+
+    async def _query(
+        self,
+        collection: str,
+        vector: list[float],
+        top_k: int,
+        qfilter: QdrantFilter | None,
+        include_vectors: bool,
+        options: dict[str, Any],
+    ) -> list[Hit]:
+        opened = await self._shard(collection)
+        request = qe.QueryRequest(
+            limit=top_k,
+            query=qe.Query.Nearest(vector),
+            with_payload=True,
+            with_vector=include_vectors,
+            filter=_edge_filter(qfilter),
+            params=qe.SearchParams(**options) if options else None,
+        )
+        points = await anyio.to_thread.run_sync(opened.shard.query, request)
+        return [
+            Hit(p.score, p.payload or {}, list(p.vector) if isinstance(p.vector, list) else None)  # type: ignore[arg-type]
+            for p in points
+        ]
+
+    async def _delete(
+        self, collection: str, point_ids: list[str] | None, qfilter: QdrantFilter | None
+    ) -> None:
+        opened = await self._shard(collection)
+        if qfilter is None:
+            operation = qe.UpdateOperation.delete_points([uuid.UUID(p) for p in point_ids or []])
+        else:
+            if point_ids is not None:
+                qfilter = {"must": [{"has_id": point_ids}, qfilter]}
+            operation = qe.UpdateOperation.delete_points_by_filter(_edge_filter(qfilter) or qe.Filter())
+        async with opened.write_lock:
+            await anyio.to_thread.run_sync(opened.shard.update, operation)
+
+    async def _count(self, collection: str, qfilter: QdrantFilter | None) -> int:
+        opened = await self._shard(collection)
+        request = qe.CountRequest(exact=True, filter=_edge_filter(qfilter))
+        return await anyio.to_thread.run_sync(opened.shard.count, request)
+
+    async def aclose(self) -> None:
+        """Flush and close every shard; remove the data when it was kept in a temporary directory."""
+        async with self._admin:
+            for opened in self._shards.values():
+                async with opened.write_lock:
+                    await anyio.to_thread.run_sync(opened.shard.close)
+            self._shards.clear()
+            if self._tmp is not None:
+                await anyio.to_thread.run_sync(self._tmp.cleanup)
+                self._tmp = None
+
+
+def _edge_filter(qfilter: dict[str, Any] | None) -> qe.Filter | None:
+    """Build the Edge objects for a Qdrant filter in its REST shape."""
+    if qfilter is None:
+        return None
+    return qe.Filter(
+        must=[_edge_condition(c) for c in qfilter.get("must", [])] or None,
+        should=[_edge_condition(c) for c in qfilter.get("should", [])] or None,
+        must_not=[_edge_condition(c) for c in qfilter.get("must_not", [])] or None,
+    )
+
+
+def _edge_condition(cond: dict[str, Any]) -> Any:
+    if "key" in cond:
+        if "range" in cond:
+            return qe.FieldCondition(key=cond["key"], range=qe.RangeFloat(**cond["range"]))
+        match = cond["match"]
+        edge_match = qe.MatchAny(any=match["any"]) if "any" in match else qe.MatchValue(match["value"])
+        return qe.FieldCondition(key=cond["key"], match=edge_match)
+    if "is_empty" in cond:
+        return qe.IsEmptyCondition(key=cond["is_empty"]["key"])
+    if "has_id" in cond:
+        return qe.HasIdCondition(point_ids={uuid.UUID(p) for p in cond["has_id"]})
+    return _edge_filter(cond)

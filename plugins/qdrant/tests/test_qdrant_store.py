@@ -1,0 +1,148 @@
+"""The Qdrant store passes the vector store contract embedded (Edge) and in qdrant-client's local mode."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pluggy
+import pytest
+
+import toolkernel.hookspecs
+from toolkernel.errors import ConfigError
+from toolkernel.registries import VectorStoreRegistry
+from toolkernel.testing.stores import VectorStoreContract
+from toolkernel.vectors import UnsupportedFilterError, VectorInputError, VectorStore
+from toolkernel_qdrant import QdrantSettings, create_store
+from toolkernel_qdrant import plugin as qdrant_plugin
+from toolkernel_qdrant.client_store import QdrantClientStore
+from toolkernel_qdrant.edge_store import QdrantEdgeStore
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class TestQdrantEdgeStore(VectorStoreContract):
+    @pytest.fixture
+    async def vector_store(self) -> AsyncIterator[VectorStore]:
+        store = create_store()
+        yield store
+        await store.aclose()
+
+
+class TestQdrantEdgeStoreOnDisk(VectorStoreContract):
+    @pytest.fixture
+    async def vector_store(self, tmp_path: Path) -> AsyncIterator[VectorStore]:
+        store = create_store(path=tmp_path / "qdrant")
+        yield store
+        await store.aclose()
+
+
+class TestQdrantLocalStore(VectorStoreContract):
+    batch_size = 5_000  # qdrant-client's local mode is pure Python; 10k runs on the embedded engine above
+
+    @pytest.fixture
+    async def vector_store(self) -> AsyncIterator[VectorStore]:
+        store = create_store(mode="local")
+        yield store
+        await store.aclose()
+
+
+def test_plugin_registers_the_store() -> None:
+    pm = pluggy.PluginManager("toolkernel")
+    pm.add_hookspecs(toolkernel.hookspecs)
+    pm.register(qdrant_plugin)
+    registry = VectorStoreRegistry()
+    pm.hook.register_vector_stores(registry=registry)
+    assert registry.get("qdrant") is create_store
+
+
+def test_modes_resolve_from_settings(tmp_path: Path) -> None:
+    assert QdrantSettings().resolved_mode == "edge"
+    assert QdrantSettings(url="http://localhost:6333").resolved_mode == "server"
+    assert QdrantSettings(mode="local", path=tmp_path).resolved_mode == "local"
+    assert isinstance(create_store(url="https://example.cloud.qdrant.io", api_key="k"), QdrantClientStore)
+    assert isinstance(create_store(path=tmp_path), QdrantEdgeStore)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"url": "http://x:6333", "path": "/tmp/q"}, "path applies to the embedded modes only"),
+        ({"mode": "edge", "url": "http://x:6333"}, "url and api_key apply to mode 'server'"),
+        ({"mode": "server"}, "mode 'server' needs a url"),
+        ({"collection_prefix": "a/b"}, "collection_prefix"),
+        ({"tiemout": 3}, "tiemout"),
+    ],
+)
+def test_bad_settings_name_the_field(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match="vector store 'qdrant'") as caught:
+        create_store(**options)
+    assert message in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_edge_data_survives_a_restart(tmp_path: Path) -> None:
+    store = create_store(path=tmp_path)
+    await store.create_index("docs", 3, "dot")
+    await store.upsert("docs", ["a", "b"], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], metadata=[{"k": 1}, {"k": 2}])
+    await store.aclose()
+    reopened = create_store(path=tmp_path)
+    try:
+        assert await reopened.list_indexes() == ["docs"]
+        info = await reopened.describe_index("docs")
+        assert (info.dimension, info.metric, info.count) == (3, "dot", 2)
+        hits = await reopened.query("docs", [0.0, 1.0, 0.0], top_k=1)
+        assert (hits[0].id, hits[0].metadata) == ("b", {"k": 2})
+    finally:
+        await reopened.aclose()
+
+
+@pytest.mark.anyio
+async def test_collection_prefix_isolates_indexes(tmp_path: Path) -> None:
+    mine = create_store(path=tmp_path, collection_prefix="tk_")
+    await mine.create_index("docs", 2)
+    await mine.aclose()
+    other = create_store(path=tmp_path)
+    try:
+        assert await other.list_indexes() == ["tk_docs"]
+    finally:
+        await other.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("flt", "operator", "detail"),
+    [
+        ({"name": {"$regex": "^a"}}, "$regex", "filter operator"),
+        ({"name": {"$gt": "m"}}, "$gt", "numbers only"),
+        ({"a.b": 1}, "$eq", "as a path"),
+    ],
+)
+async def test_untranslatable_filters_are_refused(flt: dict[str, object], operator: str, detail: str) -> None:
+    store = create_store()
+    try:
+        await store.create_index("f", 2)
+        with pytest.raises(UnsupportedFilterError, match=detail) as caught:
+            await store.query("f", [1.0, 0.0], filter=flt)
+        assert (caught.value.store, caught.value.operator) == ("qdrant", operator)
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_query_options() -> None:
+    store = create_store()
+    try:
+        await store.create_index("o", 2)
+        await store.upsert("o", ["a"], [[1.0, 0.0]])
+        hits = await store.query("o", [1.0, 0.0], options={"hnsw_ef": 256, "exact": True})
+        assert [h.id for h in hits] == ["a"]
+        with pytest.raises(VectorInputError, match="hnsw_ef"):
+            await store.query("o", [1.0, 0.0], options={"hnsw_ef": "wide"})
+        with pytest.raises(VectorInputError, match="exact"):
+            await store.query("o", [1.0, 0.0], options={"exact": "yes"})
+    finally:
+        await store.aclose()
