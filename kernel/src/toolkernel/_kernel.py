@@ -205,6 +205,7 @@ class Kernel:
         for impl in caller.get_hookimpls():
             others = [p for p in self._pm.get_plugins() if p is not impl.plugin]
             subset = self._pm.subset_hook_caller(hook, remove_plugins=others)
+            registry._calling = impl.plugin_name
             try:
                 subset(registry=registry)
             except Exception as exc:
@@ -217,6 +218,8 @@ class Kernel:
                     raise PluginLoadError(f"plugin {impl.plugin_name!r} failed in {hook}: {exc}") from exc
                 else:
                     self._fail(info, f"{hook} raised {type(exc).__name__}: {exc}", exc)
+            finally:
+                registry._calling = None
         return registry
 
     @cached_property

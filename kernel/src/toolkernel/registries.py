@@ -53,6 +53,8 @@ class Registry(Generic[T]):
     def __init__(self, origin_of: OriginResolver | None = None) -> None:
         self._entries: dict[str, Entry[T]] = {}
         self._origin_of = origin_of
+        self._calling: str | None = None
+        """The plugin whose registration hook is running (set by the kernel), if known."""
 
     def _add(self, name: str, value: T) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
@@ -69,7 +71,10 @@ class Registry(Generic[T]):
         self._entries[name] = Entry(name, value, origin)
 
     def _caller_origin(self) -> str:
-        """The plugin whose code called ``add``: the first frame outside this module."""
+        """The plugin whose code called ``add``: the plugin whose hook is running, else the
+        first frame outside this module."""
+        if self._calling is not None:
+            return self._calling
         frame = sys._getframe(2)
         while frame is not None and frame.f_globals.get("__name__") == __name__:
             frame = frame.f_back  # type: ignore[assignment]
