@@ -241,13 +241,23 @@ def check_index_args(name: str, dimension: int, metric: str) -> None:
 
 
 def check_vector(vector: Sequence[float], dimension: int, where: str = "vector") -> list[float]:
-    """``vector`` as a list of finite floats of length ``dimension``, or a :class:`VectorInputError`."""
+    """``vector`` as a list of finite numbers of length ``dimension``, or a :class:`VectorInputError`.
+
+    A ``list`` is returned as is (no copy: this check runs once per vector on the write path);
+    any other sequence, such as a numpy array, is converted to a list of floats.
+    """
     if isinstance(vector, str | bytes) or not hasattr(vector, "__len__"):
         raise VectorInputError(f"{where}: expected a sequence of floats, got {type(vector).__name__}")
     if len(vector) != dimension:
         raise VectorInputError(f"{where}: has dimension {len(vector)}, the index expects {dimension}")
-    out = [float(x) for x in vector]
-    if not all(math.isfinite(x) for x in out):
+    try:
+        out = vector if type(vector) is list else list(map(float, vector))
+        total = sum(out)  # also rejects non-numeric components in a list
+    except (TypeError, ValueError):
+        raise VectorInputError(f"{where}: every component must be a number") from None
+    # A finite sum proves every component finite (NaN and infinity propagate); only a
+    # non-finite sum, which may be mere overflow, needs the per-component check.
+    if not math.isfinite(total) and not all(math.isfinite(x) for x in out):
         raise VectorInputError(f"{where}: contains NaN or infinity")
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from toolkernel.testing.stores import VectorStoreContract
 from toolkernel.vectors import UnsupportedFilterError, VectorInputError, VectorStore
 from toolkernel_qdrant import QdrantSettings, create_store
 from toolkernel_qdrant import plugin as qdrant_plugin
+from toolkernel_qdrant._base import _ID_NAMESPACE, point_id
 from toolkernel_qdrant.client_store import QdrantClientStore
 from toolkernel_qdrant.edge_store import QdrantEdgeStore
 
@@ -144,5 +146,26 @@ async def test_query_options() -> None:
             await store.query("o", [1.0, 0.0], options={"hnsw_ef": "wide"})
         with pytest.raises(VectorInputError, match="exact"):
             await store.query("o", [1.0, 0.0], options={"exact": "yes"})
+    finally:
+        await store.aclose()
+
+
+def test_point_ids_are_uuid5_of_the_record_id() -> None:
+    for record_id in ["a", "ключ-1", "🙂 smile", "x" * 1000]:
+        assert point_id(record_id) == str(uuid.uuid5(_ID_NAMESPACE, record_id))
+
+
+@pytest.mark.anyio
+async def test_edge_booleans_and_marker_strings_round_trip() -> None:
+    store = create_store()
+    try:
+        await store.create_index("b", 2)
+        meta = [{"flag": True, "s": "\x1fT"}, {"flag": False, "s": "\x1f\x1fx"}]
+        await store.upsert("b", ["t", "f"], [[1.0, 0.0], [0.0, 1.0]], metadata=meta)
+        hits = {h.id: h.metadata for h in await store.query("b", [1.0, 0.0])}
+        assert hits == {"t": meta[0], "f": meta[1]}
+        assert await store.count("b", filter={"flag": True}) == 1
+        assert await store.count("b", filter={"s": "\x1fT"}) == 1
+        assert await store.count("b", filter={"flag": {"$in": [False, "\x1fT"]}}) == 1
     finally:
         await store.aclose()

@@ -10,6 +10,7 @@ in the payload as ``id``, next to ``document`` and ``metadata``.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -42,8 +43,12 @@ QUERY_OPTIONS = ("hnsw_ef", "exact")
 
 
 def point_id(record_id: str) -> str:
-    """The Qdrant point id (a UUIDv5 string) that stands for ``record_id``."""
-    return str(uuid.uuid5(_ID_NAMESPACE, record_id))
+    """The Qdrant point id for ``record_id``: ``str(uuid.uuid5(_ID_NAMESPACE, record_id))``, only faster."""
+    digest = bytearray(hashlib.sha1(_ID_NAMESPACE.bytes + record_id.encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +132,7 @@ class QdrantEdgeStore(QdrantStoreBase):
     async def _upsert(self, collection: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
         opened = await self._shard(collection)
         operation = qe.UpdateOperation.upsert_points(
-            [qe.Point(uuid.UUID(pid), vec, payload) for pid, vec, payload in points]
+            [qe.Point(pid, vec, payload) for pid, vec, payload in points]
         )
         async with opened.write_lock:
             await anyio.to_thread.run_sync(opened.shard.update, operation)
@@ -167,7 +166,7 @@ class QdrantEdgeStore(QdrantStoreBase):
     ) -> None:
         opened = await self._shard(collection)
         if qfilter is None:
-            operation = qe.UpdateOperation.delete_points([uuid.UUID(p) for p in point_ids or []])
+            operation = qe.UpdateOperation.delete_points(list(point_ids or []))
         else:
             if point_ids is not None:
                 qfilter = {"must": [{"has_id": point_ids}, qfilter]}
@@ -213,5 +212,5 @@ def _edge_condition(cond: dict[str, Any]) -> Any:
     if "is_empty" in cond:
         return qe.IsEmptyCondition(key=cond["is_empty"]["key"])
     if "has_id" in cond:
-        return qe.HasIdCondition(point_ids={uuid.UUID(p) for p in cond["has_id"]})
+        return qe.HasIdCondition(point_ids=set(cond["has_id"]))
     return _edge_filter(cond)
