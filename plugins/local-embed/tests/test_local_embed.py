@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 import structlog
+
+from toolkernel import Kernel
 from toolkernel.embedders import Embedder
-from toolkernel.registries import EmbedderRegistry
 from toolkernel_local_embed import plugin
 from toolkernel_local_embed.embedder import LocalEmbedder, local_embedder
 from toolkernel_local_embed.models import MODELS, MissingExtraError
@@ -20,12 +22,6 @@ SENTENCES = [
     "The stock market fell sharply on Monday.",
     "Two dogs are playing in the snow.",
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Run async tests on asyncio."""
-    return "asyncio"
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
@@ -100,9 +96,7 @@ def test_unknown_models_and_options_are_named() -> None:
         local_embedder("wordllama-256", batchsize=8)
 
 
-def test_plugin_registers_the_local_provider() -> None:
-    registry = EmbedderRegistry()
-    plugin.register_embedders(registry)
-    embedder = registry.get("local")("minilm-l6-int8")
+def test_the_kernel_builds_local_embedders_by_name(kernel_with: Callable[..., Kernel]) -> None:
+    embedder = kernel_with(plugin).embedder("local/minilm-l6-int8", batch_size=8)
     assert isinstance(embedder, Embedder)
     assert (embedder.name, embedder.dimension) == ("local/minilm-l6-int8", 384)

@@ -11,7 +11,7 @@ import hashlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import anyio
@@ -22,8 +22,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from toolkernel import Kernel
 from toolkernel.embedders import Embedder
-from toolkernel.registries import EmbedderRegistry
 from toolkernel_openai import plugin
 from toolkernel_openai.embedder import OpenAIEmbedder, OpenAIEmbedderError, openai_embedder
 
@@ -133,12 +134,6 @@ def fake_api(_fake_api_server: FakeAPI) -> Iterator[FakeAPI]:
     _fake_api_server.state.reset()
     yield _fake_api_server
     _fake_api_server.state.reset()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Run async tests on asyncio."""
-    return "asyncio"
 
 
 def make(api: FakeAPI, **options: object) -> OpenAIEmbedder:
@@ -267,10 +262,8 @@ def test_unknown_options_fail_with_the_field_name() -> None:
         openai_embedder("m", max_batch=3)
 
 
-def test_plugin_registers_the_openai_provider() -> None:
-    registry = EmbedderRegistry()
-    plugin.register_embedders(registry)
-    embedder = registry.get("openai")("text-embedding-3-large", api_key="k")
+def test_the_kernel_builds_openai_embedders_by_name(kernel_with: Callable[..., Kernel]) -> None:
+    embedder = kernel_with(plugin).embedder("openai/text-embedding-3-large", api_key="k")
     assert isinstance(embedder, Embedder)
     assert embedder.name == "openai/text-embedding-3-large"
     assert embedder.dimension == 3072
