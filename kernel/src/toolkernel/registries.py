@@ -233,7 +233,15 @@ class PromptRegistry(Registry["Prompt"]):
             raise RegistrationError(
                 f"register_prompts: expected a toolkernel.Prompt, got {type(prompt).__name__}"
             )
-        self._add(prompt.key, prompt)
+        # The key may be ``name@version``: Prompt checked the name; '@' is not a registry name character.
+        key = prompt.key
+        if key in self._entries:
+            raise RegistrationError(
+                f"prompt {key!r} is registered twice: first by {self._entries[key].origin}, "
+                f"again by {self._caller_origin()}; "
+                "disable one of the two plugins (TOOLKERNEL_DISABLE_PLUGINS)"
+            )
+        self._entries[key] = Entry(key, prompt, self._caller_origin())
 
 
 class MiddlewareRegistry(Registry["ToolMiddleware"]):
