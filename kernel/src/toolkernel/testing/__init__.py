@@ -12,7 +12,7 @@ plugin kind live in submodules (``toolkernel.testing.stores``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -55,7 +55,7 @@ async def connect_in_memory(
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: app.run_session(to_server_recv, to_client_send, transport="memory"))
         try:
-            async with Client(transport(), mode=mode, **client_options) as client:  # type: ignore[arg-type]
+            async with Client(transport(), mode=mode, **client_options) as client:
                 yield client
         finally:
             tg.cancel_scope.cancel()
@@ -113,7 +113,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 
 @pytest.fixture
-def log_events() -> Iterator[list[dict[str, Any]]]:
+def log_events() -> Iterator[list[MutableMapping[str, Any]]]:
     """structlog events emitted during the test, as dicts."""
     import structlog
 
