@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+
 from toolkernel.testing.services import PostgresService
 from toolkernel.testing.stores import VectorStoreContract
 from toolkernel_pgvector.store import PgVectorStore

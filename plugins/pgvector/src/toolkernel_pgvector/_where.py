@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
+
 from toolkernel.filters import And, Condition, Filter, Node, Not, Or
 
 SUPPORTED_OPERATORS: frozenset[str] = frozenset(

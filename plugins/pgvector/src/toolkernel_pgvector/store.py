@@ -24,6 +24,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from toolkernel.filters import Filter, coerce_filter, require_supported
 from toolkernel.vectors import (
     FilterInput,
@@ -41,7 +42,6 @@ from toolkernel.vectors import (
     check_upsert,
     check_vector,
 )
-
 from toolkernel_pgvector._where import SUPPORTED_OPERATORS, where_clause
 
 CATALOG = "toolkernel_indexes"

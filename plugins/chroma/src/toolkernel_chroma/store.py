@@ -1,0 +1,430 @@
+"""A :class:`~toolkernel.vectors.VectorStore` on Chroma: a ``chroma run`` server or an embedded database.
+
+Each index is a Chroma collection whose metadata records the index's name, dimension and
+metric (``hnsw:space`` cosine / l2 / ip). Embeddings are always passed in, and every
+collection is opened with ``embedding_function=None``, so Chroma never loads its default
+model. The chromadb client is synchronous: each call runs in a worker thread, bounded by a
+capacity limiter, so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from toolkernel.filters import Filter, coerce_filter, require_supported
+from toolkernel.vectors import (
+    FilterInput,
+    IndexExistsError,
+    IndexInfo,
+    IndexNotFoundError,
+    Metadata,
+    MetadataValue,
+    Metric,
+    QueryResult,
+    VectorInputError,
+    VectorStoreError,
+    check_index_args,
+    check_options,
+    check_top_k,
+    check_upsert,
+    check_vector,
+)
+from toolkernel_chroma._where import STORE, SUPPORTED_OPERATORS, Where, where_document
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+T = TypeVar("T")
+
+QUERY_OPTIONS = ("where_document",)
+"""Options :meth:`ChromaStore.query` accepts."""
+
+SPACES: dict[str, str] = {"cosine": "cosine", "euclidean": "l2", "dot": "ip"}
+"""Contract metric → Chroma ``hnsw:space``."""
+
+NAME_KEY, DIMENSION_KEY, METRIC_KEY = "toolkernel:name", "toolkernel:dimension", "toolkernel:metric"
+"""Collection metadata keys that mark a collection as a toolkernel index and describe it."""
+
+_CHROMA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
+_ENCODED_PREFIX = "tkx-"
+
+
+class ChromaOptions(BaseModel):
+    """Where a :class:`ChromaStore` finds Chroma and how it builds collections, checked at creation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str | None = Field(None, description="Chroma server host (HTTP mode).")
+    port: int = Field(8000, ge=1, le=65535)
+    ssl: bool = False
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers, e.g. auth tokens.")
+    path: str | None = Field(None, description="Directory of an embedded persistent database (local mode).")
+    tenant: str = "default_tenant"
+    database: str = "default_database"
+    hnsw_m: int | None = Field(
+        None, ge=2, description="HNSW max neighbours per node (Chroma's default if unset)."
+    )
+    hnsw_construction_ef: int | None = Field(None, ge=1)
+    hnsw_search_ef: int | None = Field(None, ge=1)
+    batch_size: int | None = Field(
+        None, ge=1, description="Records per write call; the server's maximum if unset."
+    )
+    max_threads: int = Field(4, ge=1, description="Worker threads running chromadb calls concurrently.")
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> ChromaOptions:
+        """Exactly one of ``host`` (HTTP server) and ``path`` (embedded database) is given."""
+        if (self.host is None) == (self.path is None):
+            raise ValueError(
+                "give either host (a Chroma server) or path (an embedded database), not both or neither"
+            )
+        return self
+
+
+class ChromaStore:
+    """Chroma-backed vector store; every method is safe to await concurrently."""
+
+    name = STORE
+    supported_filter_operators: frozenset[str] = SUPPORTED_OPERATORS
+
+    def __init__(self, **options: Any) -> None:
+        try:
+            self.options = ChromaOptions.model_validate(options)
+        except ValidationError as exc:
+            raise VectorInputError(f"vector store 'chroma': invalid options: {exc}") from None
+        self._client: ClientAPI | None = None
+        self._connecting = anyio.Lock()
+        self._limiter = anyio.CapacityLimiter(self.options.max_threads)
+        self._closed = False
+
+    # -- plumbing ------------------------------------------------------------
+
+    async def _run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking chromadb call in a worker thread, turning its errors into store errors."""
+        from chromadb.errors import ChromaError
+
+        try:
+            return await anyio.to_thread.run_sync(
+                functools.partial(func, *args, **kwargs), limiter=self._limiter
+            )
+        except ValueError as exc:
+            raise VectorInputError(f"vector store 'chroma': {exc}") from exc
+        except ChromaError as exc:
+            raise VectorStoreError(f"vector store 'chroma': {type(exc).__name__}: {exc}") from exc
+
+    async def _get_client(self) -> ClientAPI:
+        """The chromadb client, made on first use (connecting to a server does network I/O)."""
+        if self._closed:
+            raise VectorStoreError("vector store 'chroma' is closed")
+        async with self._connecting:
+            if self._client is None:
+                try:
+                    self._client = await anyio.to_thread.run_sync(self._make_client, limiter=self._limiter)
+                except Exception as exc:
+                    where = self.options.path or f"{self.options.host}:{self.options.port}"
+                    raise VectorStoreError(
+                        f"vector store 'chroma': cannot reach Chroma at {where}: {exc}"
+                    ) from exc
+            return self._client
+
+    def _make_client(self) -> ClientAPI:
+        import chromadb
+        from chromadb.config import Settings
+
+        settings = Settings(anonymized_telemetry=False)
+        opts = self.options
+        if opts.path is not None:
+            return chromadb.PersistentClient(
+                path=opts.path, settings=settings, tenant=opts.tenant, database=opts.database
+            )
+        assert opts.host is not None  # guaranteed by ChromaOptions._one_mode
+        return chromadb.HttpClient(
+            host=opts.host,
+            port=opts.port,
+            ssl=opts.ssl,
+            headers=opts.headers,
+            settings=settings,
+            tenant=opts.tenant,
+            database=opts.database,
+        )
+
+    async def _collection(self, index: str) -> tuple[Collection, int, Metric]:
+        """The collection behind ``index``, its dimension and metric, or :class:`IndexNotFoundError`."""
+        from chromadb.errors import NotFoundError
+
+        client = await self._get_client()
+        try:
+            collection = await self._run(
+                client.get_collection, _collection_name(index), embedding_function=None
+            )
+        except VectorStoreError as exc:
+            if isinstance(exc.__cause__, NotFoundError):
+                raise IndexNotFoundError(index) from None
+            raise
+        described = _describe(collection.metadata)
+        if described is None:
+            raise IndexNotFoundError(index)
+        return collection, described[1], described[2]
+
+    # -- indexes -------------------------------------------------------------
+
+    async def create_index(self, name: str, dimension: int, metric: Metric = "cosine") -> None:
+        """Create the collection for ``name``; a no-op if it exists with the same dimension and metric."""
+        check_index_args(name, dimension, metric)
+        client = await self._get_client()
+        metadata: dict[str, Any] = {
+            "hnsw:space": SPACES[metric],
+            NAME_KEY: name,
+            DIMENSION_KEY: dimension,
+            METRIC_KEY: metric,
+        }
+        for key, value in (
+            ("hnsw:M", self.options.hnsw_m),
+            ("hnsw:construction_ef", self.options.hnsw_construction_ef),
+            ("hnsw:search_ef", self.options.hnsw_search_ef),
+        ):
+            if value is not None:
+                metadata[key] = value
+        try:
+            _, existing_dim, existing_metric = await self._collection(name)
+        except IndexNotFoundError:
+            try:
+                await self._run(
+                    client.create_collection,
+                    _collection_name(name),
+                    metadata=metadata,
+                    embedding_function=None,
+                )
+                return
+            except VectorStoreError as exc:
+                # A concurrent create_index may have won the race: then compare with what it made.
+                try:
+                    _, existing_dim, existing_metric = await self._collection(name)
+                except IndexNotFoundError:
+                    raise exc from None
+        if (existing_dim, existing_metric) != (dimension, metric):
+            existing = IndexInfo(name=name, dimension=existing_dim, metric=existing_metric, count=0)
+            raise IndexExistsError(name, existing)
+
+    async def describe_index(self, name: str) -> IndexInfo:
+        """Dimension, metric and record count of ``name``."""
+        collection, dimension, metric = await self._collection(name)
+        count = await self._run(collection.count)
+        return IndexInfo(name=name, dimension=dimension, metric=metric, count=count)
+
+    async def list_indexes(self) -> list[str]:
+        """Every toolkernel index in this tenant and database, sorted (other collections are skipped)."""
+        client = await self._get_client()
+        collections = await self._run(client.list_collections)
+        names = [described[0] for c in collections if (described := _describe(c.metadata)) is not None]
+        return sorted(names)
+
+    async def delete_index(self, name: str) -> None:
+        """Drop the collection behind ``name``, deleting its records first.
+
+        chromadb 1.5 leaves list-valued metadata of a dropped collection behind, and records of
+        a later collection inherit it; deleting the records first removes it.
+        """
+        collection, _, _ = await self._collection(name)
+        ids = (await self._run(collection.get, include=[]))["ids"]
+        await self._delete_ids(collection, ids)
+        client = await self._get_client()
+        await self._run(client.delete_collection, _collection_name(name))
+
+    async def _delete_ids(self, collection: Collection, ids: Sequence[str]) -> None:
+        """Delete ``ids`` in batches the server accepts."""
+        size = await self._batch_size()
+        for start in range(0, len(ids), size):
+            await self._run(collection.delete, ids=list(ids[start : start + size]))
+
+    async def _batch_size(self) -> int:
+        """Records per write call: the ``batch_size`` option or the server's maximum."""
+        if self.options.batch_size is not None:
+            return self.options.batch_size
+        client = await self._get_client()
+        return await self._run(client.get_max_batch_size)
+
+    # -- records -------------------------------------------------------------
+
+    async def upsert(
+        self,
+        index: str,
+        ids: Sequence[str],
+        vectors: Sequence[Sequence[float]],
+        metadata: Sequence[Mapping[str, MetadataValue]] | None = None,
+        documents: Sequence[str | None] | None = None,
+    ) -> None:
+        """Insert or replace records by id; the whole batch is checked before anything is written.
+
+        Chroma's own upsert merges metadata and keeps an old document, so replaced ids are
+        deleted and added again: concurrent readers may briefly miss them.
+        """
+        collection, dimension, _ = await self._collection(index)
+        out_ids, out_vectors, out_meta, out_docs = check_upsert(dimension, ids, vectors, metadata, documents)
+        chroma_meta = [_to_chroma_metadata(m, f"metadata[{i}]") for i, m in enumerate(out_meta)]
+        if not out_ids:
+            return
+        size = await self._batch_size()
+        for start in range(0, len(out_ids), size):
+            chunk = slice(start, start + size)
+            await self._run(collection.delete, ids=out_ids[chunk])
+            await self._run(
+                collection.add,
+                ids=out_ids[chunk],
+                embeddings=out_vectors[chunk],
+                metadatas=chroma_meta[chunk],
+                documents=out_docs[chunk],
+            )
+
+    async def query(
+        self,
+        index: str,
+        vector: Sequence[float],
+        top_k: int = 10,
+        filter: FilterInput | None = None,
+        include_vectors: bool = False,
+        options: Mapping[str, Any] | None = None,
+    ) -> list[QueryResult]:
+        """The ``top_k`` nearest records matching ``filter``; option ``where_document`` filters on text."""
+        collection, dimension, metric = await self._collection(index)
+        query_vector = check_vector(vector, dimension, "vector")
+        check_top_k(top_k)
+        opts = check_options(self.name, options, QUERY_OPTIONS)
+        text_filter = opts.get("where_document")
+        if text_filter is not None and not isinstance(text_filter, Mapping):
+            raise VectorInputError(
+                "query option 'where_document' must be a mapping such as {'$contains': 'word'}, "
+                f"got {text_filter!r}"
+            )
+        include = ["metadatas", "documents", "distances", *(["embeddings"] if include_vectors else [])]
+        found = await self._run(
+            collection.query,
+            query_embeddings=[query_vector],
+            n_results=top_k,
+            where=self._where(filter),
+            where_document=dict(text_filter) if text_filter is not None else None,
+            include=include,
+        )
+        ids = found["ids"][0]
+        nothing: list[Any] = [None] * len(ids)
+        distances = found["distances"][0] if found["distances"] else nothing
+        metadatas = found["metadatas"][0] if found["metadatas"] else nothing
+        docs = found["documents"][0] if found["documents"] else nothing
+        embeddings = found["embeddings"][0] if include_vectors and found["embeddings"] is not None else None
+        results = [
+            QueryResult(
+                id=id_,
+                score=_score(metric, float(distances[i])),
+                metadata=_from_chroma_metadata(metadatas[i]),
+                document=docs[i],
+                vector=[float(x) for x in embeddings[i]] if embeddings is not None else None,
+            )
+            for i, id_ in enumerate(ids)
+        ]
+        results.sort(key=lambda r: r.score, reverse=True)
+        return results
+
+    async def delete(
+        self, index: str, ids: Sequence[str] | None = None, filter: FilterInput | None = None
+    ) -> None:
+        """Delete records by id, by filter, or ids that also match the filter."""
+        collection, _, _ = await self._collection(index)
+        if ids is None and filter is None:
+            raise VectorInputError("delete needs ids, a filter or both; use delete_index() to drop an index")
+        if isinstance(ids, str):
+            raise VectorInputError("ids: expected a sequence of strings, got a single string")
+        where = self._where(filter)
+        if ids is not None and not ids:
+            return
+        if ids is None and where is None:
+            # An empty filter matches every record: delete them all by id.
+            ids = (await self._run(collection.get, include=[]))["ids"]
+            if not ids:
+                return
+        await self._run(collection.delete, ids=list(ids) if ids is not None else None, where=where)
+
+    async def count(self, index: str, filter: FilterInput | None = None) -> int:
+        """How many records ``index`` holds, or how many match ``filter``."""
+        collection, _, _ = await self._collection(index)
+        where = self._where(filter)
+        if where is None:
+            return await self._run(collection.count)
+        found = await self._run(collection.get, where=where, include=[])
+        return len(found["ids"])
+
+    def _where(self, filter: FilterInput | None) -> Where | None:
+        """The Chroma ``where`` for ``filter``, refusing operators Chroma lacks."""
+        parsed: Filter | None = coerce_filter(filter)
+        if parsed is None:
+            return None
+        require_supported(self.name, self.supported_filter_operators, parsed)
+        return where_document(parsed)
+
+    async def aclose(self) -> None:
+        """Drop the client (an embedded database releases its files); the store cannot be used afterwards."""
+        self._closed = True
+        async with self._connecting:
+            self._client = None
+
+
+def _collection_name(index: str) -> str:
+    """The Chroma collection name for ``index``: itself when Chroma accepts it, else a reversible encoding."""
+    if _CHROMA_NAME.match(index) and not index.startswith(_ENCODED_PREFIX):
+        return index
+    return _ENCODED_PREFIX + index.encode().hex()
+
+
+def _describe(metadata: Mapping[str, Any] | None) -> tuple[str, int, Metric] | None:
+    """``(index name, dimension, metric)`` from collection metadata; ``None`` if not a toolkernel index."""
+    if not metadata or DIMENSION_KEY not in metadata or NAME_KEY not in metadata:
+        return None
+    metric = metadata.get(METRIC_KEY)
+    if metric not in SPACES:
+        return None
+    return str(metadata[NAME_KEY]), int(metadata[DIMENSION_KEY]), metric
+
+
+def _to_chroma_metadata(metadata: Metadata, where: str) -> dict[str, Any] | None:
+    """Metadata as Chroma stores it: ``None`` when empty, lists of one element type (ints widen to floats)."""
+    if not metadata:
+        return None
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if isinstance(value, list):
+            kinds = {
+                bool if isinstance(v, bool) else float if isinstance(v, int | float) else str for v in value
+            }
+            if len(kinds) > 1:
+                raise VectorInputError(
+                    f"{where}.{key}: Chroma stores lists whose elements share one type (all strings, "
+                    f"all numbers or all booleans); got {value!r}"
+                )
+            if kinds == {float} and any(isinstance(v, float) for v in value):
+                value = [float(v) for v in value]
+        out[key] = value
+    return out
+
+
+def _from_chroma_metadata(metadata: Mapping[str, Any] | None) -> Metadata:
+    """Chroma's metadata back as the contract's (``None`` → ``{}``)."""
+    return {
+        key: list(value) if isinstance(value, list | tuple) else value
+        for key, value in (metadata or {}).items()
+    }
+
+
+def _score(metric: str, distance: float) -> float:
+    """Chroma distance → the contract's higher-is-better score (Chroma's l2 is the *squared* distance)."""
+    if metric == "euclidean":
+        return -math.sqrt(max(distance, 0.0))
+    # cosine: 1 - cos; ip: 1 - dot.
+    return 1.0 - distance
