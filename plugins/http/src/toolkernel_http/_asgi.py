@@ -1,0 +1,323 @@
+"""The ASGI application: Streamable HTTP (the SDK's session manager) plus legacy SSE, behind request checks.
+
+The SDK owns the protocol on the wire: sessions, the GET stream, SSE or JSON
+responses, priming events and replay, ``MCP-Protocol-Version`` era routing. This
+module adds what a deployable endpoint needs around it: Host/Origin checks derived
+from the bind address, a body-size limit, ``Content-Type`` checks, JSON-RPC error
+bodies on every refusal, a per-session view of the event store, and a lifespan a
+parent Starlette/FastAPI app can run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.sse import SseServerTransport
+from mcp.server.streamable_http import EventStore, StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from starlette.applications import Starlette
+from starlette.datastructures import Headers, State
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import Message, Receive, Scope, Send
+
+from toolkernel_http._events import InMemoryEventStore, SessionScopedEventStore
+from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
+
+if TYPE_CHECKING:
+    from toolkernel.server import MCPServer
+    from toolkernel.transports import ServingApp
+
+logger = logging.getLogger("toolkernel.http")
+
+_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
+_NO_SDK_CHECKS = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+class MCPHTTPApp(Starlette):
+    """The Starlette app :func:`asgi_app` returns; ``lifespan`` lets a parent app start it when mounted."""
+
+    session_manager: StreamableHTTPSessionManager
+    options: HTTPServerOptions
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _parent: Any = None) -> AsyncIterator[None]:
+        """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting."""
+        async with self.session_manager.run():
+            self.state.started = True
+            try:
+                yield
+            finally:
+                self.state.started = False
+
+
+def asgi_app(
+    server: MCPServer | ServingApp | Server[Any],
+    options: HTTPServerOptions | None = None,
+    *,
+    path: str = "/mcp",
+    host: str = "127.0.0.1",
+    streamable: bool = True,
+    **overrides: Any,
+) -> MCPHTTPApp:
+    """Build the ASGI app serving ``server`` over Streamable HTTP at ``path``, and legacy SSE.
+
+    :param server: a :class:`toolkernel.MCPServer`, a kernel ``ServingApp``, or an ``mcp``
+        SDK low-level ``Server``.
+    :param options: :class:`HTTPServerOptions`; keyword ``overrides`` replace single fields.
+    :param path: URL path of the Streamable HTTP endpoint.
+    :param host: the address the app is reachable at; it decides the default allowed
+        Host/Origin values (loopback: ``localhost``, ``127.0.0.1``, ``[::1]`` on any port).
+    :param streamable: ``False`` serves only the legacy SSE endpoints.
+    """
+    opts = options or HTTPServerOptions()
+    if overrides:
+        opts = HTTPServerOptions.model_validate({**dict(opts), **overrides})
+    protocol_server, serving = _resolve(server)
+
+    event_store: EventStore | None = None
+    if opts.resumable and not opts.stateless:
+        event_store = opts.event_store if opts.event_store is not None else InMemoryEventStore()
+    manager = _SessionManager(
+        protocol_server,
+        event_store=event_store,
+        json_response=opts.json_response,
+        stateless=opts.stateless,
+        security_settings=_NO_SDK_CHECKS,
+        retry_interval=opts.retry_ms,
+        session_idle_timeout=opts.session_idle_timeout,
+        max_request_body_size=opts.max_body_bytes,
+        max_sessions=opts.max_sessions,
+    )
+
+    app = MCPHTTPApp()
+    routes: list[BaseRoute] = []
+    if streamable:
+        routes.append(Route(path, endpoint=_StreamableEndpoint(manager, app.state)))
+    if opts.legacy_sse or not streamable:
+        sse = SseServerTransport(
+            opts.messages_path, security_settings=_NO_SDK_CHECKS, max_request_body_size=opts.max_body_bytes
+        )
+        legacy = _LegacySSEEndpoint(sse, protocol_server, serving)
+        routes.append(Route(opts.sse_path, endpoint=legacy, methods=["GET"]))
+        routes.append(Mount(opts.messages_path, app=sse.handle_post_message))
+
+    app.router.routes.extend(routes)
+    app.session_manager = manager
+    app.options = opts
+    app.state.started = False
+    app.router.lifespan_context = app.lifespan
+    hosts, origins = _allowed(opts, host)
+    app.add_middleware(_Guard, hosts=hosts, origins=origins, max_body_bytes=opts.max_body_bytes)
+    app.add_middleware(_JSONRPCErrors)
+    return app
+
+
+def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:
+    """The SDK server to run, and the kernel's serving app when there is one (for session hooks)."""
+    if isinstance(target, Server):
+        return target, None
+    if hasattr(target, "protocol_server") and hasattr(target, "run_session"):
+        return target.protocol_server, target
+    from toolkernel.server import MCPServer
+
+    if isinstance(target, MCPServer):
+        from toolkernel._serving import ServingAppImpl
+
+        app = ServingAppImpl(target, target.kernel)
+        return app.protocol_server, app
+    raise TypeError(
+        "asgi_app: expected a toolkernel.MCPServer, a ServingApp or an mcp Server, "
+        f"got {type(target).__name__}"
+    )
+
+
+class _SessionManager(StreamableHTTPSessionManager):
+    """The SDK's session manager, giving each stateful session its own view of the event store."""
+
+    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        transport = super()._admit_session(requestor)
+        if transport is not None and self.event_store is not None and transport.mcp_session_id is not None:
+            transport._event_store = SessionScopedEventStore(self.event_store, transport.mcp_session_id)
+        return transport
+
+
+class _StreamableEndpoint:
+    """ASGI endpoint handing every request on the MCP path to the session manager."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager, state: State) -> None:
+        self.manager = manager
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.state.started:
+            await _error(
+                send,
+                500,
+                "toolkernel-http app is not started: run its lifespan "
+                "(Starlette(..., lifespan=mcp_app.lifespan) when mounting it)",
+                INTERNAL_ERROR,
+            )
+            return
+        await self.manager.handle_request(scope, receive, send)
+
+
+class _LegacySSEEndpoint:
+    """ASGI endpoint for the legacy SSE stream; each stream is one session through the kernel's hooks."""
+
+    def __init__(self, sse: SseServerTransport, server: Server[Any], serving: ServingApp | None) -> None:
+        self.sse = sse
+        self.server = server
+        self.serving = serving
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.sse.connect_sse(scope, receive, send) as (read, write):
+            if self.serving is not None:
+                await self.serving.run_session(read, write, transport="sse")
+            else:
+                await self.server.run(read, write, self.server.create_initialization_options())
+
+
+def _allowed(opts: HTTPServerOptions, host: str) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """Host and Origin allow-lists (``None``: not checked) from the options and the bind host."""
+    if not opts.dns_rebinding_protection:
+        return None, None
+    hosts = opts.allowed_hosts
+    if hosts is None:
+        if host in _WILDCARD_HOSTS:
+            logger.warning(
+                "bound to %r with no allowed_hosts: Host/Origin checks are off; set allowed_hosts "
+                "to the names clients use to protect against DNS rebinding",
+                host,
+            )
+            return None, opts.allowed_origins
+        names = ["127.0.0.1", "localhost", "[::1]"]
+        if host not in LOOPBACK_HOSTS:
+            names.insert(0, f"[{host}]" if ":" in host else host)
+        hosts = tuple(n for name in names for n in (name, f"{name}:*"))
+    origins = opts.allowed_origins
+    if origins is None:
+        origins = tuple(f"{scheme}://{h}" for h in hosts for scheme in ("http", "https"))
+    return hosts, origins
+
+
+def _matches(value: str, allowed: Sequence[str]) -> bool:
+    """Whether ``value`` is in ``allowed``, where ``x:*`` stands for ``x`` on any port."""
+    value = value.lower()
+    for pattern in allowed:
+        pattern = pattern.lower()
+        if pattern.endswith(":*"):
+            base = pattern[:-1]
+            if value.startswith(base) and value[len(base) :].isdigit():
+                return True
+        elif value == pattern:
+            return True
+    return False
+
+
+class _Guard:
+    """Refuses what must never reach a session: foreign Host/Origin, non-JSON POSTs, oversized bodies."""
+
+    def __init__(
+        self,
+        app: Any,
+        *,
+        hosts: tuple[str, ...] | None,
+        origins: tuple[str, ...] | None,
+        max_body_bytes: int,
+    ) -> None:
+        self.app = app
+        self.hosts = hosts
+        self.origins = origins
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if self.hosts is not None and not _matches(headers.get("host", ""), self.hosts):
+            await _error(send, 421, "Misdirected Request: Host header not allowed")
+            return
+        origin = headers.get("origin")
+        if origin is not None and self.origins is not None and not _matches(origin, self.origins):
+            await _error(send, 403, "Forbidden: Origin not allowed")
+            return
+        if scope["method"] == "POST":
+            content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+            if content_type != "application/json":
+                await _error(send, 415, "Unsupported Media Type: Content-Type must be application/json")
+                return
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+                await _error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
+                return
+        await self.app(scope, receive, send)
+
+
+class _JSONRPCErrors:
+    """Rewrites the plain-text refusals of the SDK and Starlette into JSON-RPC error bodies, status kept."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: Message | None = None
+        body = bytearray()
+
+        async def rewrite(message: Message) -> None:
+            nonlocal held
+            if message["type"] == "http.response.start":
+                content_type = Headers(raw=message.get("headers", [])).get("content-type", "")
+                if message["status"] >= 400 and not content_type.startswith("application/json"):
+                    held = message
+                    return
+            elif held is not None and message["type"] == "http.response.body":
+                body.extend(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                text = body.decode("utf-8", "replace").strip() or "Request refused"
+                status = held["status"]
+                extra = [(k, v) for k, v in held.get("headers", []) if k.lower() not in _REPLACED_HEADERS]
+                await _error(send, status, text, INTERNAL_ERROR if status >= 500 else INVALID_REQUEST, extra)
+                held = None
+                return
+            await send(message)
+
+        await self.app(scope, receive, rewrite)
+
+
+_REPLACED_HEADERS = (b"content-type", b"content-length")
+
+
+async def _error(
+    send: Send,
+    status: int,
+    message: str,
+    code: int = INVALID_REQUEST,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send a complete HTTP response whose body is a JSON-RPC error with no id."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,203 @@
+"""The client transport: Streamable HTTP, falling back to legacy SSE, on the SDK's client transports.
+
+The SDK transports do the wire work, including reconnecting a broken SSE stream
+after the server's ``retry`` delay with ``Last-Event-ID``. This module picks the
+transport, builds the httpx2 client (headers, auth, connect and read timeouts), and
+in ``auto`` mode sends the first message over Streamable HTTP and switches to SSE
+when the server answers that POST with 400, 404 or 405, as the specification's
+backwards-compatibility section describes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import httpx2
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCRequest
+from pydantic import ValidationError
+
+from toolkernel.errors import ConfigError
+from toolkernel_http._options import HTTPClientOptions
+
+if TYPE_CHECKING:
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+
+    from toolkernel.transports import ClientTransportOptions, TransportStreams
+
+FALLBACK_STATUSES = (400, 404, 405)
+"""Statuses of the first POST that mean "not a Streamable HTTP endpoint": try legacy SSE."""
+
+_CLOSE_GRACE_S = 5.0
+
+
+@contextlib.asynccontextmanager
+async def http_client(
+    target: str | list[str], options: ClientTransportOptions
+) -> AsyncIterator[TransportStreams]:
+    """Connect to the MCP endpoint at URL ``target`` and yield the SDK's ``(read, write)`` streams."""
+    if not isinstance(target, str) or "://" not in target:
+        raise ConfigError(f"toolkernel-http: expected an http(s) URL, got {target!r}")
+    try:
+        settings = HTTPClientOptions.model_validate(dict(options.extra))
+    except ValidationError as exc:
+        raise ConfigError(f"toolkernel-http: client options (ClientTransportOptions.extra): {exc}") from None
+    connection = _Connection(target, options, settings)
+    if settings.transport == "sse":
+        async with connection.sse() as streams:
+            yield streams
+    elif settings.transport == "streamable":
+        async with connection.client() as client, connection.streamable(client) as streams:
+            yield streams
+    else:
+        async with connection.auto() as streams:
+            yield streams
+
+
+class _Connection:
+    """Everything one connection needs to open either transport."""
+
+    def __init__(self, url: str, options: ClientTransportOptions, settings: HTTPClientOptions) -> None:
+        self.url = url
+        self.options = options
+        self.settings = settings
+        self.headers = dict(options.headers)
+        self.factory: Any = settings.http_client_factory or create_mcp_http_client
+
+    def client(self) -> httpx2.AsyncClient:
+        """A fresh httpx2 client with the connection's headers, auth and timeouts."""
+        timeout = httpx2.Timeout(self.options.connect_timeout, read=self.options.read_timeout)
+        client: httpx2.AsyncClient = self.factory(
+            headers=self.headers, timeout=timeout, auth=self.settings.auth
+        )
+        return client
+
+    def streamable(
+        self, client: httpx2.AsyncClient
+    ) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
+        """The SDK's Streamable HTTP transport over ``client``."""
+        return streamable_http_client(
+            self.url,
+            http_client=client,
+            terminate_on_close=self.settings.terminate_on_close,
+            max_sse_event_size=self.settings.max_sse_event_size,
+        )
+
+    def sse(self) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
+        """The SDK's legacy SSE transport (GET the URL, POST to the endpoint it names)."""
+        return cast(
+            "contextlib.AbstractAsyncContextManager[TransportStreams]",
+            sse_client(
+                self.url,
+                headers=self.headers,
+                timeout=self.options.connect_timeout,
+                sse_read_timeout=self.options.read_timeout,
+                httpx_client_factory=self.factory,
+                auth=self.settings.auth,
+            ),
+        )
+
+    @contextlib.asynccontextmanager
+    async def auto(self) -> AsyncIterator[TransportStreams]:
+        """Streams relayed to whichever transport the server answers on."""
+        to_server_send, to_server_recv = anyio.create_memory_object_stream[SessionMessage](0)
+        to_user_send, to_user_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        done = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._relay, to_server_recv, to_user_send, done)
+            try:
+                yield cast("TransportStreams", (to_user_recv, to_server_send))
+            finally:
+                # Closing our side lets the relay leave its transport cleanly (DELETE the session).
+                await to_server_send.aclose()
+                await to_user_recv.aclose()
+                with anyio.move_on_after(_CLOSE_GRACE_S, shield=True):
+                    await done.wait()
+                tg.cancel_scope.cancel()
+
+    async def _relay(
+        self,
+        outgoing: MemoryObjectReceiveStream[SessionMessage],
+        incoming: MemoryObjectSendStream[SessionMessage | Exception],
+        done: anyio.Event,
+    ) -> None:
+        try:
+            async with outgoing, incoming:
+                try:
+                    first = await outgoing.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    return
+                refused = await self._try_streamable(first, outgoing, incoming)
+                if refused is None:
+                    return
+                try:
+                    async with self.sse() as (read, write):
+                        await write.send(first)
+                        await _pump(read, write, outgoing, incoming)
+                except httpx2.HTTPError:
+                    # Neither transport works: the caller gets the Streamable HTTP answer.
+                    await incoming.send(refused)
+        finally:
+            done.set()
+
+    async def _try_streamable(
+        self,
+        first: SessionMessage,
+        outgoing: MemoryObjectReceiveStream[SessionMessage],
+        incoming: MemoryObjectSendStream[SessionMessage | Exception],
+    ) -> SessionMessage | None:
+        """Serve over Streamable HTTP; return the refusal of ``first`` if the server does not speak it."""
+        statuses: list[int] = []
+
+        async def record(response: httpx2.Response) -> None:
+            if response.request.method == "POST":
+                statuses.append(response.status_code)
+
+        client = self.client()
+        client.event_hooks = {**client.event_hooks, "response": [*client.event_hooks["response"], record]}
+        async with client, self.streamable(client) as (read, write):
+            await write.send(first)
+            if not isinstance(first.message, JSONRPCRequest):
+                await _pump(read, write, outgoing, incoming)
+                return None
+            reply = await read.receive()
+            if (
+                isinstance(reply, SessionMessage)
+                and isinstance(reply.message, JSONRPCError)
+                and statuses[:1]
+                and statuses[0] in FALLBACK_STATUSES
+            ):
+                return reply
+            await incoming.send(reply)
+            await _pump(read, write, outgoing, incoming)
+            return None
+
+
+async def _pump(
+    read: ReadStream[SessionMessage | Exception],
+    write: WriteStream[SessionMessage],
+    outgoing: MemoryObjectReceiveStream[SessionMessage],
+    incoming: MemoryObjectSendStream[SessionMessage | Exception],
+) -> None:
+    """Relay both ways until either side closes."""
+    async with anyio.create_task_group() as tg:
+
+        async def upstream() -> None:
+            async for message in outgoing:
+                await write.send(message)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(upstream)
+        try:
+            async for message in read:
+                await incoming.send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        tg.cancel_scope.cancel()

@@ -1,0 +1,81 @@
+"""Validated options of the HTTP transports, server and client side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class HTTPServerOptions(BaseModel):
+    """How the HTTP endpoints behave; ``ServeOptions.extra`` is validated into this."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    stateless: bool = Field(
+        False, description="No Mcp-Session-Id: every POST stands alone (natural for 2026-07-28 clients)."
+    )
+    json_response: bool = Field(
+        False, description="Answer each POST with one JSON body instead of an SSE stream."
+    )
+    resumable: bool = Field(
+        True, description="Store stream events so a client can resume with Last-Event-ID (stateful only)."
+    )
+    event_store: Any = Field(
+        None,
+        description="An mcp EventStore backing resumability; default: an InMemoryEventStore per app.",
+    )
+    retry_ms: int | None = Field(
+        None, ge=0, description="SSE `retry` sent in priming events: how long clients wait to reconnect."
+    )
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0, description="Largest accepted POST body (413).")
+    session_idle_timeout: float | None = Field(
+        1800.0, gt=0, description="Seconds an idle stateful session lives; None keeps it until DELETE."
+    )
+    max_sessions: int | None = Field(
+        10_000, gt=0, description="Concurrent stateful sessions before new ones get 503; None: no limit."
+    )
+    dns_rebinding_protection: bool = Field(True, description="Check Host and Origin headers (421/403).")
+    allowed_hosts: tuple[str, ...] | None = Field(
+        None,
+        description="Host values accepted; `name:*` allows any port. Default: from the bind host.",
+    )
+    allowed_origins: tuple[str, ...] | None = Field(
+        None,
+        description="Origin values accepted; `scheme://name:*`: any port. Default: from the hosts.",
+    )
+    legacy_sse: bool = Field(True, description="Also serve the 2024-11-05 SSE transport (GET sse_path).")
+    sse_path: str = Field("/sse", pattern=r"^/", description="Path of the legacy SSE stream.")
+    messages_path: str = Field("/messages/", pattern=r"^/", description="Path legacy SSE clients POST to.")
+    log_level: str = Field("warning", description="uvicorn's log level when run by the http/sse transports.")
+    shutdown_grace_s: int = Field(5, ge=0, description="Seconds open connections get to finish on stop.")
+
+    @model_validator(mode="after")
+    def _check_event_store(self) -> HTTPServerOptions:
+        from mcp.server.streamable_http import EventStore
+
+        if self.event_store is not None and not isinstance(self.event_store, EventStore):
+            raise ValueError("event_store must be an mcp.server.streamable_http.EventStore")
+        return self
+
+
+class HTTPClientOptions(BaseModel):
+    """Client options beyond ``ClientTransportOptions``, read from its ``extra``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    transport: Literal["auto", "streamable", "sse"] = Field(
+        "auto", description="auto: Streamable HTTP, falling back to legacy SSE on a 400/404/405."
+    )
+    http_client_factory: Callable[..., Any] | None = Field(
+        None, description="`factory(headers=, timeout=, auth=)` returning an httpx2.AsyncClient."
+    )
+    auth: Any = Field(None, description="An httpx2.Auth (OAuth providers, bearer tokens).")
+    terminate_on_close: bool = Field(True, description="DELETE the session when the client closes.")
+    max_sse_event_size: int | None = Field(
+        16 * 1024 * 1024, gt=0, description="Largest SSE event accepted (bytes); None: no limit."
+    )

@@ -1,0 +1,106 @@
+"""The ``http`` and ``sse`` server transports: the ASGI app under uvicorn, on a socket bound up front."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import TYPE_CHECKING
+
+import anyio
+from pydantic import ValidationError
+
+from toolkernel.errors import ConfigError
+from toolkernel_http._options import HTTPServerOptions
+
+if TYPE_CHECKING:
+    from toolkernel.transports import ServeOptions, ServingApp
+
+
+class HTTPServerTransport:
+    """Serves Streamable HTTP at ``options.path`` (plus legacy SSE unless ``legacy_sse`` is off)."""
+
+    name = "http"
+    streamable = True
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        try:
+            self.http_options = HTTPServerOptions.model_validate(dict(options.extra))
+        except ValidationError as exc:
+            raise ConfigError(f"toolkernel-http: serve options (ServeOptions.extra): {exc}") from None
+        self.port: int | None = None
+
+    async def serve(self, app: ServingApp) -> None:
+        """Bind, announce the URL on stderr, and serve until cancelled; then shut down gracefully."""
+        import uvicorn
+
+        from toolkernel_http._asgi import asgi_app
+
+        asgi = asgi_app(
+            app, self.http_options, path=self.options.path, host=self.options.host, streamable=self.streamable
+        )
+        sock = _bind(self.options.host, self.options.port)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            asgi,
+            log_level=self.http_options.log_level,
+            lifespan="on",
+            timeout_graceful_shutdown=int(self.http_options.shutdown_grace_s),
+        )
+        server = uvicorn.Server(config)
+        finished = anyio.Event()
+
+        async def run() -> None:
+            # Shielded: on cancellation uvicorn is asked to stop and given time to drain,
+            # rather than torn down mid-request with its lifespan (and sessions) left open.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await server.serve([sock])
+                finally:
+                    sock.close()
+                    finished.set()
+
+        print(f"toolkernel-http: serving {self._describe()} on {self.url()}", file=sys.stderr, flush=True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            try:
+                await finished.wait()
+            finally:
+                server.should_exit = True
+
+    def url(self) -> str:
+        """The endpoint URL clients use (the bound port once serving)."""
+        host = self.options.host
+        shown = f"[{host}]" if ":" in host else host
+        path = self.options.path if self.streamable else self.http_options.sse_path
+        return f"http://{shown}:{self.port if self.port is not None else self.options.port}{path}"
+
+    def _describe(self) -> str:
+        if not self.streamable:
+            return "legacy SSE"
+        mode = "stateless" if self.http_options.stateless else "stateful"
+        body = "JSON" if self.http_options.json_response else "SSE"
+        legacy = f", legacy SSE at {self.http_options.sse_path}" if self.http_options.legacy_sse else ""
+        return f"Streamable HTTP ({mode}, {body} responses{legacy})"
+
+
+class LegacySSEServerTransport(HTTPServerTransport):
+    """Serves only the 2024-11-05 SSE transport: GET ``sse_path`` and POST ``messages_path``."""
+
+    name = "sse"
+    streamable = False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0 picks one), with a clear error when taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"toolkernel-http: cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
