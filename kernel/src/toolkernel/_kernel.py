@@ -128,6 +128,8 @@ class Kernel:
             or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
         )
         module = getattr(plugin, "__name__", None) or type(plugin).__module__
+        if self._pm.has_plugin(pname):
+            raise PluginLoadError(f"a plugin named {pname!r} is already registered; pass another name")
         if not self._add(plugin, PluginInfo(name=pname, origin="registered", module=module)):
             raise PluginLoadError(self._infos[pname].error or f"plugin {pname!r} failed to register")
         return pname
@@ -218,9 +220,17 @@ class Kernel:
                     raise PluginLoadError(f"plugin {impl.plugin_name!r} failed in {hook}: {exc}") from exc
                 else:
                     self._fail(info, f"{hook} raised {type(exc).__name__}: {exc}", exc)
+                self._leave_out(impl.plugin_name, registry)
             finally:
                 registry._calling = None
         return registry
+
+    def _leave_out(self, name: str, registry: Registry[Any]) -> None:
+        """A plugin reported as failed takes no further part: its hooks and its entries go."""
+        if self._pm.has_plugin(name):
+            self._pm.unregister(name=name)
+        registry._entries = {k: e for k, e in registry._entries.items() if e.origin != name}
+        self._invalidate()
 
     @cached_property
     def server_transports(self) -> ServerTransportRegistry:
