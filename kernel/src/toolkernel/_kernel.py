@@ -73,6 +73,22 @@ class Kernel:
         plugins declare through ``register_settings``.
     """
 
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> Kernel:
+        """A kernel configured from a TOML file (see :mod:`toolkernel.config`); env vars win over it."""
+        from toolkernel.config import load_config
+
+        config = load_config(path)
+        env = os.environ
+        options: dict[str, Any] = {
+            "only": None if env.get("TOOLKERNEL_LOAD_PLUGINS") is not None else config.load,
+            "disable": None if env.get("TOOLKERNEL_DISABLE_PLUGINS") is not None else config.disable,
+            "strict": None if env.get("TOOLKERNEL_STRICT_PLUGINS") is not None else config.strict,
+            "settings": config.settings,
+        }
+        options.update(overrides)
+        return cls(**options)
+
     def __init__(
         self,
         *,
@@ -314,7 +330,7 @@ class Kernel:
         prefix = f"TOOLKERNEL_{name.upper().replace('-', '_')}_"
         for key, value in os.environ.items():
             if key.startswith(prefix):
-                data.setdefault(key[len(prefix) :].lower(), value)
+                data[key[len(prefix) :].lower()] = value
         try:
             validated = model.model_validate(data)
         except ValidationError as exc:
@@ -406,7 +422,11 @@ class Kernel:
         try:
             await server_transport.serve(app)
         finally:
-            await self.emit("on_server_stop", server=server)
+            import anyio
+
+            # Serving usually ends by cancellation: shield the hooks, or async ones never run.
+            with anyio.CancelScope(shield=True):
+                await self.emit("on_server_stop", server=server)
 
 
 _REGISTRY_ATTRS = (

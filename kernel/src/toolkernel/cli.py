@@ -51,6 +51,9 @@ def build_parser(kernel: Kernel) -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default=None, help="debug, info, warning or error (TOOLKERNEL_LOG_LEVEL)"
     )
+    parser.add_argument(
+        "--config", default=None, help="TOML configuration (TOOLKERNEL_CONFIG, ./toolkernel.toml)"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for entry in kernel.commands.entries():
         command_parser = sub.add_parser(entry.name, help=entry.value.help, description=entry.value.help)
@@ -66,7 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from toolkernel.errors import ToolkernelError
 
     try:
-        kernel = Kernel()
+        pre = argparse.ArgumentParser(add_help=False)
+        pre.add_argument("--config", default=None)
+        known, _ = pre.parse_known_args(argv)
+        kernel = Kernel.from_config(known.config)
         args = build_parser(kernel).parse_args(argv)
         if args.log_level:
             configure_logging(args.log_level)

@@ -302,10 +302,11 @@ def on_session_stop(event: SessionEvent) -> Any:
 def register_settings(registry: SettingsRegistry) -> None:
     """Declare a plugin's settings as a pydantic model.
 
-    :param registry: ``registry.add(name, Model)``. The kernel validates the section
-        ``plugins.<name>`` of its configuration (and ``TOOLKERNEL_<NAME>_<FIELD>``
-        environment variables) against ``Model`` at start-up; errors name the plugin and
-        the field path. Read the result with ``kernel.settings(name)``.
+    :param registry: ``registry.add(name, Model)``. The kernel validates the table
+        ``[plugins.<name>]`` of its configuration file (:mod:`toolkernel.config`) and the
+        ``TOOLKERNEL_<NAME>_<FIELD>`` environment variables against ``Model`` at start-up;
+        errors name the plugin and the field path. Read the result with
+        ``kernel.settings(name)``.
 
     .. versionadded:: 0.1
     """
