@@ -30,7 +30,7 @@ class HTTPServerOptions(BaseModel):
         description="An mcp EventStore backing resumability; default: an InMemoryEventStore per app.",
     )
     retry_ms: int | None = Field(
-        None, ge=0, description="SSE `retry` sent in priming events: how long clients wait to reconnect."
+        1000, ge=0, description="SSE `retry` sent in priming events: how long clients wait to reconnect."
     )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0, description="Largest accepted POST body (413).")
     session_idle_timeout: float | None = Field(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import ValidationError
@@ -36,6 +37,7 @@ class HTTPServerTransport:
 
         from toolkernel_http._asgi import asgi_app
 
+        self.http_options = _with_settings(app, self.options.extra)
         asgi = asgi_app(
             app, self.http_options, path=self.options.path, host=self.options.host, streamable=self.streamable
         )
@@ -104,3 +106,10 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.setblocking(False)
     return sock
+
+
+def _with_settings(app: ServingApp, extra: Mapping[str, Any]) -> HTTPServerOptions:
+    """The kernel's ``http`` settings (config, env), overridden by ``ServeOptions.extra``."""
+    kernel = getattr(app, "kernel", None)
+    settings = kernel.settings("http") if kernel is not None and "http" in kernel.settings_models else None
+    return HTTPServerOptions.model_validate({**dict(settings or {}), **extra})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolkernel import hookimpl
-from toolkernel.registries import ClientTransportRegistry, ServerTransportRegistry
+from toolkernel.registries import ClientTransportRegistry, ServerTransportRegistry, SettingsRegistry
 
 
 @hookimpl
@@ -21,3 +21,11 @@ def register_client_transports(registry: ClientTransportRegistry) -> None:
     from toolkernel_http._client import http_client
 
     registry.add("http", http_client, schemes=("http", "https"))
+
+
+@hookimpl
+def register_settings(registry: SettingsRegistry) -> None:
+    """Server options from the ``http`` config section or ``TOOLKERNEL_HTTP_<FIELD>``, checked at start-up."""
+    from toolkernel_http._options import HTTPServerOptions
+
+    registry.add("http", HTTPServerOptions)
