@@ -14,6 +14,7 @@ import weakref
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
@@ -117,7 +118,9 @@ class ServingAppImpl:
         try:
             await self.protocol_server.run(read, write, self.init_options)
         finally:
-            await self.kernel.emit("on_session_stop", event=event)
+            # A session usually ends by cancellation: shield the hooks, or async ones never run.
+            with anyio.CancelScope(shield=True):
+                await self.kernel.emit("on_session_stop", event=event)
 
 
 class _TrackConnections:
