@@ -6,6 +6,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pluggy
 import pytest
 
@@ -13,7 +14,7 @@ import toolkernel.hookspecs
 from toolkernel.errors import ConfigError
 from toolkernel.registries import VectorStoreRegistry
 from toolkernel.testing.stores import VectorStoreContract
-from toolkernel.vectors import UnsupportedFilterError, VectorInputError, VectorStore
+from toolkernel.vectors import IndexExistsError, UnsupportedFilterError, VectorInputError, VectorStore
 from toolkernel_qdrant import QdrantSettings, create_store
 from toolkernel_qdrant import plugin as qdrant_plugin
 from toolkernel_qdrant._base import _ID_NAMESPACE, point_id
@@ -167,5 +168,28 @@ async def test_edge_booleans_and_marker_strings_round_trip() -> None:
         assert await store.count("b", filter={"flag": True}) == 1
         assert await store.count("b", filter={"s": "\x1fT"}) == 1
         assert await store.count("b", filter={"flag": {"$in": [False, "\x1fT"]}}) == 1
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["edge", "local"])
+async def test_racing_create_index_keeps_one_setting(mode: str) -> None:
+    store = create_store(mode=mode)
+    outcomes: list[str] = []
+
+    async def create(dimension: int) -> None:
+        try:
+            await store.create_index("race", dimension)
+            outcomes.append(f"created {dimension}")
+        except IndexExistsError:
+            outcomes.append("refused")
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for dimension in (3, 4, 3, 4):
+                tg.start_soon(create, dimension)
+        info = await store.describe_index("race")
+        assert sorted(outcomes) == sorted([f"created {info.dimension}"] * 2 + ["refused"] * 2)
     finally:
         await store.aclose()

@@ -86,9 +86,16 @@ class QdrantStoreBase(ABC):
         wanted = IndexSpec(dimension, metric)
         existing = await self._spec_or_none(name)
         if existing is None:
-            await self._create(self._collection(name), wanted)
-            self._specs[name] = wanted
-        elif existing != wanted:
+            collection = self._collection(name)
+            try:
+                await self._create(collection, wanted)
+            except Exception:
+                if await self._describe(collection) is None:
+                    raise
+            # A concurrent create_index may have won the race: its settings are the index's.
+            existing = await self._describe(collection) or wanted
+            self._specs[name] = existing
+        if existing != wanted:
             raise IndexExistsError(name, await self.describe_index(name))
 
     async def describe_index(self, name: str) -> IndexInfo:

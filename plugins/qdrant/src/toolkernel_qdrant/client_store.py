@@ -18,8 +18,8 @@ _DISTANCE: dict[Metric, models.Distance] = {
 }
 _METRIC: dict[models.Distance, Metric] = {d: m for m, d in _DISTANCE.items()}
 
-_BATCH = 256
-"""Points per upsert request, so a large batch never exceeds a server's request size limit."""
+_SERVER_BATCH = 256
+"""Points per upsert request to a server, so a large batch never exceeds its request size limit."""
 
 
 class QdrantClientStore(QdrantStoreBase):
@@ -27,7 +27,9 @@ class QdrantClientStore(QdrantStoreBase):
 
     def __init__(self, settings: QdrantSettings) -> None:
         super().__init__(settings.collection_prefix)
+        self._batch: int | None = None  # local mode: one call per upsert
         if settings.resolved_mode == "server":
+            self._batch = _SERVER_BATCH
             self._client = AsyncQdrantClient(
                 url=settings.url,
                 api_key=settings.api_key.get_secret_value() if settings.api_key else None,
@@ -64,8 +66,9 @@ class QdrantClientStore(QdrantStoreBase):
 
     async def _upsert(self, collection: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
         structs = [models.PointStruct(id=pid, vector=vec, payload=payload) for pid, vec, payload in points]
-        for start in range(0, len(structs), _BATCH):
-            await self._client.upsert(collection, structs[start : start + _BATCH], wait=True)
+        size = self._batch or len(structs)
+        for start in range(0, len(structs), size):
+            await self._client.upsert(collection, structs[start : start + size], wait=True)
 
     async def _query(
         self,
