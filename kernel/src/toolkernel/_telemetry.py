@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -27,9 +26,13 @@ _tracer = trace.get_tracer("toolkernel")
 
 
 def tracing_enabled() -> bool:
-    """True once a real tracer provider is installed (by us, the CLI, or the embedding app)."""
-    provider = trace.get_tracer_provider()
-    return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+    """True once a real tracer provider is installed (by us, the CLI, or the embedding app).
+
+    Called on every message, so it reads the API's provider slot directly:
+    ``get_tracer_provider()`` consults the environment on each call until a provider is set.
+    """
+    provider = getattr(trace, "_TRACER_PROVIDER", None)
+    return provider is not None and not isinstance(provider, trace.NoOpTracerProvider)
 
 
 def configure_from_env(environ: dict[str, str] | None = None) -> bool:
@@ -116,22 +119,21 @@ class RequestSpans:
             return result
 
 
-@contextmanager
-def tool_span(tool_name: str, call_id: str) -> Iterator[Span | None]:
-    """An INTERNAL span around one tool execution, or nothing when tracing is off."""
+_NO_SPAN: AbstractContextManager[None] = nullcontext()
+
+
+def tool_span(tool_name: str, call_id: str) -> AbstractContextManager[Span | None]:
+    """An INTERNAL span around one tool execution, or a shared no-op when tracing is off."""
     if not tracing_enabled():
-        with nullcontext():
-            yield None
-        return
-    with _tracer.start_as_current_span(
+        return _NO_SPAN
+    return _tracer.start_as_current_span(
         f"execute_tool {tool_name}",
         attributes={
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": tool_name,
             "gen_ai.tool.call.id": call_id,
         },
-    ) as span:
-        yield span
+    )
 
 
 def add_event(name: str, attributes: dict[str, Any] | None = None) -> None:

@@ -117,7 +117,7 @@ class Tool:
         else:
             args = ()
             kwargs = (
-                {name: getattr(validated, name) for name in type(validated).model_fields}
+                {name: getattr(validated, name) for name in type(validated).__pydantic_fields__}
                 if isinstance(validated, BaseModel)
                 else dict(validated)
             )
@@ -387,10 +387,17 @@ def _annotations(value: ToolAnnotations | Mapping[str, Any] | None) -> ToolAnnot
         raise ConfigError(f"tool annotations: {_describe_validation(exc)}") from None
 
 
-def _text(text: str) -> Any:
-    from mcp_types import TextContent
+_text_block: Any = None
 
-    return TextContent(type="text", text=text)
+
+def _text(text: str) -> Any:
+    """A ``TextContent`` block; the SDK type is looked up once, on first use."""
+    global _text_block
+    if _text_block is None:
+        from mcp_types import TextContent
+
+        _text_block = TextContent
+    return _text_block(type="text", text=text)
 
 
 def _as_block(block: Any) -> Any:
