@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 CONFIGS = ("bare", "off", "sdk-no-exporter", "sdk-memory")
 RESULTS = Path(__file__).with_name("results") / "telemetry_overhead.json"
@@ -59,7 +60,7 @@ def child(config: str, calls: int) -> float:
 
     class Ctx:  # the fields RequestSpans reads from an SDK request context
         method = "tools/call"
-        params = {"name": "echo"}
+        params: ClassVar[dict[str, str]] = {"name": "echo"}
         protocol_version = "2025-11-25"
         request_id = 1
         request = None
