@@ -239,15 +239,16 @@ async def test_completion_of_template_and_prompt_arguments(kernel, mode):
 async def test_subscribe_delivers_updates_until_unsubscribed(kernel):
     server = _resource_server(kernel)
     received: list[Any] = []
+    send, receive = anyio.create_memory_object_stream[Any](10)
 
     async def on_message(message: Any) -> None:
-        if isinstance(message, types.ServerNotification | types.ResourceUpdatedNotification) or hasattr(message, "method"):
-            received.append(message)
+        if hasattr(message, "method"):
+            await send.send(message)
 
     async def wait_for(count: int) -> None:
         with anyio.fail_after(5):
-            while len(received) < count:
-                await anyio.sleep(0.01)
+            for _ in range(count):
+                received.append(await receive.receive())
 
     async with connect_in_memory(server, mode="legacy", message_handler=on_message) as client:
         await client.subscribe_resource("mem://notes")
@@ -257,11 +258,12 @@ async def test_subscribe_delivers_updates_until_unsubscribed(kernel):
         await client.unsubscribe_resource("mem://notes")
         await server.notify_updated("mem://notes")
         await server.notify_list_changed("resources")
-        await wait_for(2)
+        await wait_for(1)
         await server.notify_list_changed("tools")
         await server.notify_list_changed("prompts")
-        await wait_for(4)
+        await wait_for(2)
         await anyio.sleep(0.05)
+    assert receive.statistics().current_buffer_used == 0
     methods = [(m.method, getattr(m.params, "uri", None)) for m in received]
     assert methods == [
         ("notifications/resources/updated", "mem://notes"),
@@ -525,6 +527,7 @@ async def test_elicit_without_a_client_is_an_error_result(kernel):
 @pytest.mark.parametrize("mode", MODES)
 async def test_cancellation_reaches_the_tool_and_the_server_keeps_serving(kernel, mode):
     started = anyio.Event()
+    cancelled = anyio.Event()
     seen: list[Any] = []
     server = MCPServer("cancel", kernel=kernel)
 
@@ -535,6 +538,7 @@ async def test_cancellation_reaches_the_tool_and_the_server_keeps_serving(kernel
             await anyio.sleep(30)
         except anyio.get_cancelled_exc_class():
             seen.append(("cancelled", ctx.cancel_requested))
+            cancelled.set()
             raise
         return "finished"
 
@@ -555,8 +559,7 @@ async def test_cancellation_reaches_the_tool_and_the_server_keeps_serving(kernel
                 tg.start_soon(call)
                 await started.wait()
                 scope.cancel()
-            while not seen:
-                await anyio.sleep(0.01)
+            await cancelled.wait()
             after = await client.call_tool("echo", {"text": "after"})
     assert seen == [("cancelled", True)]
     assert after.content[0].text == "after"
