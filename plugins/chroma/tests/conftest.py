@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +12,12 @@ from toolkernel.testing.services import ChromaService, chroma_server
 
 
 @pytest.fixture(scope="session")
-def chroma(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaService]:
+def chroma() -> Iterator[ChromaService]:
     """A Chroma server from the chromadb wheel on a free port, terminated after the session."""
-    with chroma_server(tmp_path_factory.mktemp("chroma")) as service:
+    with (
+        tempfile.TemporaryDirectory(prefix="toolkernel-chroma-") as directory,
+        chroma_server(Path(directory)) as service,
+    ):
         yield service
 
 

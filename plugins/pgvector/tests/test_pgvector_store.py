@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
+import numpy as np
+import psycopg
 import pytest
 
 from toolkernel.testing.services import PostgresService
 from toolkernel.testing.stores import VectorStoreContract
+from toolkernel.vectors import VectorInputError, VectorStoreError
 from toolkernel_pgvector.store import PgVectorStore
 
 
@@ -19,3 +24,190 @@ class TestPgVectorConformance(VectorStoreContract):
         store = PgVectorStore(dsn=postgres.uri, schema="kit")
         yield store
         await store.aclose()
+
+
+class TestIvfflatConformance(VectorStoreContract):
+    """The IVFFlat code path (iterative scan, re-sorting, filters) probing every list, so search is exact."""
+
+    @pytest.fixture
+    async def vector_store(self, postgres: PostgresService) -> AsyncIterator[PgVectorStore]:
+        store = PgVectorStore(
+            dsn=postgres.uri, schema="kit_ivfflat", index_type="ivfflat", ivfflat_lists=4, ivfflat_probes=4
+        )
+        yield store
+        await store.aclose()
+
+    # One 10k batch per plugin is enough to time bulk loading; the HNSW class runs it.
+    batch_size = 2_000
+
+
+DIM = 8
+
+
+def _vectors(n: int, seed: int) -> list[list[float]]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, DIM)).astype(np.float32).tolist()
+
+
+@pytest.fixture
+async def hnsw_store(postgres: PostgresService) -> AsyncIterator[PgVectorStore]:
+    store = PgVectorStore(dsn=postgres.uri, schema="specific")
+    yield store
+    await store.aclose()
+
+
+async def _index_defs(postgres: PostgresService, schema: str) -> list[str]:
+    """The CREATE INDEX statements of ``schema``'s tables, to see which ANN index a store built."""
+    async with await psycopg.AsyncConnection.connect(postgres.uri) as conn:
+        cur = await conn.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s", [schema])
+        return [row[0] for row in await cur.fetchall()]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("index_type", "using"), [("hnsw", "USING hnsw"), ("ivfflat", "USING ivfflat")])
+async def test_index_type_builds_that_ann_index(
+    postgres: PostgresService, index_type: str, using: str
+) -> None:
+    schema = f"types_{index_type}"
+    store = PgVectorStore(dsn=postgres.uri, schema=schema, index_type=index_type, hnsw_m=8, ivfflat_lists=2)
+    try:
+        await store.create_index("docs", DIM, "cosine")
+        defs = await _index_defs(postgres, schema)
+        assert any(using in d and "vector_cosine_ops" in d for d in defs), "\n".join(defs)
+        # A bulk load into the empty index rebuilds the ANN index after the rows are in.
+        data = _vectors(1_000, seed=1)
+        await store.upsert("docs", [f"d{i}" for i in range(1_000)], data)
+        assert any(using in d for d in await _index_defs(postgres, schema))
+        hits = await store.query("docs", data[10], top_k=1)
+        assert hits[0].id == "d10"
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_exact_index_type_builds_no_ann_index(postgres: PostgresService) -> None:
+    store = PgVectorStore(dsn=postgres.uri, schema="types_exact", index_type="exact")
+    try:
+        await store.create_index("docs", DIM, "dot")
+        defs = await _index_defs(postgres, "types_exact")
+        assert not any("hnsw" in d or "ivfflat" in d for d in defs), defs
+        await store.upsert("docs", ["a", "b"], _vectors(2, seed=2))
+        assert len(await store.query("docs", _vectors(1, seed=3)[0], top_k=5)) == 2
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_query_options_ef_probes_min_score(hnsw_store: PgVectorStore) -> None:
+    store = hnsw_store
+    await store.create_index("opts", DIM, "cosine")
+    try:
+        data = _vectors(200, seed=4)
+        await store.upsert("opts", [f"o{i}" for i in range(200)], data)
+        plain = await store.query("opts", data[0], top_k=20)
+        wide = await store.query("opts", data[0], top_k=20, options={"ef": 400})
+        assert wide[0].id == "o0"
+        assert len(plain) == len(wide) == 20
+        # min_score keeps only hits at least that good; the query vector itself scores 1.
+        strict = await store.query("opts", data[0], top_k=20, options={"min_score": 0.999})
+        assert [h.id for h in strict] == ["o0"]
+        assert all(
+            h.score >= 0.5 for h in await store.query("opts", data[0], top_k=20, options={"min_score": 0.5})
+        )
+        # probes is accepted on any index type (it only affects IVFFlat tables).
+        assert len(await store.query("opts", data[0], top_k=3, options={"probes": 3})) == 3
+        for bad in ({"ef": 0}, {"ef": 1001}, {"ef": "40"}, {"probes": True}, {"min_score": float("nan")}):
+            with pytest.raises(VectorInputError):
+                await store.query("opts", data[0], options=bad)
+    finally:
+        await store.delete_index("opts")
+
+
+@pytest.mark.anyio
+async def test_ivfflat_probes_trade_recall(postgres: PostgresService) -> None:
+    store = PgVectorStore(dsn=postgres.uri, schema="probes", index_type="ivfflat", ivfflat_lists=20)
+    try:
+        await store.create_index("p", DIM, "euclidean")
+        data = _vectors(2_000, seed=5)
+        await store.upsert("p", [f"p{i}" for i in range(2_000)], data)
+        queries = _vectors(20, seed=6)
+
+        async def found(probes: int) -> int:
+            total = 0
+            for q in queries:
+                total += len(await store.query("p", q, top_k=10, options={"probes": probes}))
+            return total
+
+        # Probing every list is exact: the 10 nearest come back for every query.
+        all_lists = [h.id for h in await store.query("p", queries[0], top_k=10, options={"probes": 20})]
+        exact = np.argsort(np.linalg.norm(np.asarray(data) - np.asarray(queries[0]), axis=1))[:10]
+        assert all_lists == [f"p{i}" for i in exact]
+        assert await found(20) == 200
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_tenant_schemas_are_isolated(postgres: PostgresService) -> None:
+    alice = PgVectorStore(dsn=postgres.uri, schema="tenant_alice")
+    bob = PgVectorStore(dsn=postgres.uri, schema="tenant_bob")
+    try:
+        await alice.create_index("shared-name", DIM, "cosine")
+        await bob.create_index("shared-name", 4, "dot")
+        await alice.upsert("shared-name", ["a1"], _vectors(1, seed=7), metadata=[{"owner": "alice"}])
+        assert await bob.count("shared-name") == 0
+        assert (await bob.describe_index("shared-name")).dimension == 4
+        hits = await alice.query("shared-name", _vectors(1, seed=7)[0], top_k=5)
+        assert [h.metadata for h in hits] == [{"owner": "alice"}]
+        await bob.delete_index("shared-name")
+        assert await bob.list_indexes() == []
+        assert await alice.list_indexes() == ["shared-name"]
+        await alice.delete_index("shared-name")
+    finally:
+        await alice.aclose()
+        await bob.aclose()
+
+
+@pytest.mark.anyio
+async def test_filter_values_and_keys_are_bound_not_interpolated(hnsw_store: PgVectorStore) -> None:
+    store = hnsw_store
+    await store.create_index("inject", DIM, "cosine")
+    try:
+        hostile = "x'); DROP TABLE specific.toolkernel_indexes; --"
+        await store.upsert(
+            "inject", ["a", "b"], _vectors(2, seed=8), metadata=[{hostile: hostile}, {"k": "$v"}]
+        )
+        assert await store.count("inject", filter={hostile: hostile}) == 1
+        assert await store.count("inject", filter={hostile: {"$regex": "DROP"}}) == 1
+        assert await store.count("inject", filter={"k": "$v"}) == 1
+        assert await store.list_indexes() == ["inject"]
+    finally:
+        await store.delete_index("inject")
+
+
+def test_bad_options_name_the_field() -> None:
+    with pytest.raises(VectorInputError, match="index_type"):
+        PgVectorStore(dsn="postgresql:///x", index_type="annoy")
+    with pytest.raises(VectorInputError, match="dsn"):
+        PgVectorStore()
+    with pytest.raises(VectorInputError, match="pool_min_size"):
+        PgVectorStore(dsn="postgresql:///x", pool_min_size=5, pool_max_size=2)
+
+
+@pytest.mark.anyio
+async def test_unreachable_database_says_so() -> None:
+    store = PgVectorStore(dsn="postgresql://nobody@127.0.0.1:1/none", connect_timeout=2)
+    with pytest.raises(VectorStoreError, match="cannot connect"):
+        await store.list_indexes()
+    await store.aclose()
+
+
+def test_plugin_registers_the_store_without_importing_psycopg() -> None:
+    code = (
+        "import sys, toolkernel_pgvector.plugin as p\n"
+        "from toolkernel.registries import VectorStoreRegistry\n"
+        "r = VectorStoreRegistry(); p.register_vector_stores(registry=r)\n"
+        "assert 'pgvector' in r, list(r)\n"
+        "assert 'psycopg' not in sys.modules and 'pgvector' not in sys.modules, 'backend imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -80,6 +80,9 @@ class PgVectorOptions(BaseModel):
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
     ivfflat_lists: int = Field(100, ge=1, le=32768)
+    ivfflat_probes: int | None = Field(
+        None, ge=1, le=32768, description="Lists probed when a query sets no probes; sqrt(lists) if unset."
+    )
     create_extension: bool = True
     pool_min_size: int = Field(1, ge=0)
     pool_max_size: int = Field(10, ge=1)
@@ -311,6 +314,8 @@ class PgVectorStore:
             if len(rows[0]) >= BULK_BUILD_ROWS:
                 rebuild = self._ann_index_sql(table.name, table.metric, table.index_type)
             if rebuild is not None:
+                # Writers that might rebuild serialize here, so two never race to drop the index.
+                await conn.execute(sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(table.ident))
                 cur = await conn.execute(sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(table.ident))
                 empty = await cur.fetchone()
                 if empty is not None and empty[0]:
@@ -356,7 +361,7 @@ class PgVectorStore:
             opts = _query_options(check_options(self.name, options, QUERY_OPTIONS))
             parsed = self._parse(filter)
             condition, params = where_clause(parsed)
-            await self._tune_search(conn, table, top_k, opts, filtered=parsed is not None)
+            await self._tune_search(conn, table, top_k, opts)
             operator = sql.SQL(_OPS[table.metric][0])
             columns = sql.SQL(", embedding" if include_vectors else "")
             search = sql.SQL(
@@ -392,8 +397,6 @@ class PgVectorStore:
         table: _Table,
         top_k: int,
         opts: dict[str, Any],
-        *,
-        filtered: bool,
     ) -> None:
         """Set this transaction's HNSW / IVFFlat search parameters (bound values via ``set_config``)."""
         settings: dict[str, str] = {}
@@ -402,9 +405,10 @@ class PgVectorStore:
             settings["hnsw.ef_search"] = str(opts.get("ef", min(1000, max(40, 2 * top_k))))
             settings["hnsw.iterative_scan"] = "strict_order"
         elif table.index_type == "ivfflat":
-            lists = self.options.ivfflat_lists
-            settings["ivfflat.probes"] = str(opts.get("probes", max(1, round(math.sqrt(lists)))))
-            settings["ivfflat.iterative_scan"] = "relaxed_order" if filtered else "off"
+            default = self.options.ivfflat_probes or max(1, round(math.sqrt(self.options.ivfflat_lists)))
+            settings["ivfflat.probes"] = str(opts.get("probes", default))
+            # Probe further lists until top_k rows match (the query re-sorts what it gets).
+            settings["ivfflat.iterative_scan"] = "relaxed_order"
         for key, value in settings.items():
             await conn.execute("SELECT set_config(%s, %s, true)", [key, value])
 
