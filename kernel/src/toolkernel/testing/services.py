@@ -174,7 +174,7 @@ def chroma_server(
 
     ``port`` defaults to a free one; the service is yielded once ``/api/v2/heartbeat`` answers.
     """
-    if importlib.util.find_spec("chromadb") is None:
+    if importlib.util.find_spec("chromadb_rust_bindings") is None:
         raise ServiceStartError("chroma_server needs the chromadb wheel: pip install chromadb")
 
     root = Path(directory).resolve()
@@ -183,8 +183,9 @@ def chroma_server(
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port if port is not None else free_port(host)
     url = f"http://{host}:{port}"
-    # The CLI entry point parses sys.argv; run it under this interpreter so no PATH lookup is needed.
-    launcher = "import sys; from chromadb.cli.cli import app; sys.argv[0] = 'chroma'; app()"
+    # The server lives in chromadb's Rust extension; calling it directly skips importing the chromadb
+    # package (seconds on a busy machine) and needs no `chroma` script on PATH.
+    launcher = "import sys, chromadb_rust_bindings; chromadb_rust_bindings.cli(['chroma', *sys.argv[1:]])"
     cmd = [
         sys.executable,
         "-c",
