@@ -159,7 +159,8 @@ class QdrantStoreBase(ABC):
         hits = await self._query(self._collection(index), query, top_k, qfilter, include_vectors, opts)
         sign = -1.0 if spec.metric == "euclidean" else 1.0  # Qdrant reports euclidean distance
         return [
-            QueryResult(
+            # Payloads were validated when written: skip re-validating them on every hit.
+            QueryResult.model_construct(
                 id=hit.payload["id"],
                 score=sign * hit.score,
                 metadata=self._decode_metadata(hit.payload.get(METADATA_KEY) or {}),
