@@ -43,12 +43,14 @@ def uv() -> Path:
     return exe
 
 
-def setup(*groups: str) -> None:
-    """Install the locked workspace into .venv and the npm peers into tests/node."""
+def setup(*groups: str, npm: bool = True) -> None:
+    """Install the locked workspace into .venv and (for tests) the npm peers into tests/node."""
     args = ["sync", "--all-packages", "--all-extras", "--locked"]
     for group in groups:
         args += ["--group", group]
     run(uv(), *args, env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(VENV)})
+    if not npm:
+        return
     if shutil.which("npm") is None:
         sys.exit("npm is needed for the MCP peers the tests use (Node 20+): apt-get install nodejs npm")
     stamp = NODE_DIR / "node_modules" / ".package-lock.json"
@@ -73,7 +75,7 @@ def packages() -> list[str]:
 
 def demo() -> None:
     """Serve docs/examples/echo_server.py over stdio and call its tool through the CLI."""
-    setup()
+    setup(npm=False)
     toolkernel = VENV / BIN / "toolkernel"
     server = f"{VENV / BIN / 'python'} -m toolkernel serve docs/examples/echo_server.py:app"
     run(toolkernel, "inspect", server)
