@@ -32,13 +32,25 @@ _EXIT_GRACE_S = 2.0
 
 
 class LineReadStream:
-    """Reads one JSON-RPC message per line; malformed lines come through as exceptions."""
+    """Reads one JSON-RPC message per line; malformed lines come through as exceptions.
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    With ``reply`` (the server side), a malformed line is instead answered on ``reply``
+    with a JSON-RPC error whose id is null, as JSON-RPC 2.0 requires, and skipped.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, reply: LineWriteStream | None = None) -> None:
         self._reader = reader
+        self._reply = reply
 
     async def receive(self) -> SessionMessage | Exception:
         """The next message; :class:`anyio.EndOfStream` when the peer closed the pipe."""
+        while True:
+            item = await self._receive_line()
+            if self._reply is None or not isinstance(item, Exception):
+                return item
+            await self._reply.send(_error_reply(item))
+
+    async def _receive_line(self) -> SessionMessage | Exception:
         while True:
             try:
                 line = await self._reader.readuntil(b"\n")
@@ -125,7 +137,23 @@ async def _pipe_streams(read_fd: int, write_fd: int) -> tuple[LineReadStream, Li
     transport, protocol = await loop.connect_write_pipe(
         asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", 0)
     )
-    return LineReadStream(reader), LineWriteStream(transport, protocol)
+    write = LineWriteStream(transport, protocol)
+    return LineReadStream(reader, reply=write), write
+
+
+def _error_reply(exc: Exception) -> SessionMessage:
+    """The JSON-RPC error answering a line that is not a JSON-RPC message."""
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+    from pydantic import ValidationError
+
+    problems = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
+    invalid_json = [e["msg"] for e in problems if e["type"] == "json_invalid"]
+    error = (
+        ErrorData(code=PARSE_ERROR, message=f"Parse error: {invalid_json[0] if invalid_json else exc}")
+        if invalid_json or not problems
+        else ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message")
+    )
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
 
 
 @contextlib.asynccontextmanager
