@@ -44,8 +44,6 @@ class TestQdrantEdgeStoreOnDisk(VectorStoreContract):
 
 
 class TestQdrantLocalStore(VectorStoreContract):
-    batch_size = 5_000  # qdrant-client's local mode is pure Python; 10k runs on the embedded engine above
-
     @pytest.fixture
     async def vector_store(self) -> AsyncIterator[VectorStore]:
         store = create_store(mode="local")
