@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from toolkernel.testing.services import ChromaService
+from toolkernel.filters import matches
+from toolkernel.testing.services import ChromaService, free_port
 from toolkernel.testing.stores import VectorStoreContract
+from toolkernel.vectors import IndexNotFoundError, UnsupportedFilterError, VectorInputError, VectorStoreError
 from toolkernel_chroma.store import ChromaStore
 
 
@@ -34,3 +39,162 @@ class TestChromaPersistentConformance(VectorStoreContract):
         store = ChromaStore(path=str(database_dir))
         yield store
         await store.aclose()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[ChromaStore]:
+    """An embedded store in a fresh directory (the specific behaviours are the same over HTTP)."""
+    store = ChromaStore(path=str(tmp_path / "db"))
+    yield store
+    await store.aclose()
+
+
+def _raw_client(path: Path) -> Any:
+    import chromadb
+    from chromadb.config import Settings
+
+    return chromadb.PersistentClient(path=str(path), settings=Settings(anonymized_telemetry=False))
+
+
+@pytest.mark.anyio
+async def test_where_document_option(store: ChromaStore) -> None:
+    await store.create_index("docs", 2, "cosine")
+    await store.upsert(
+        "docs",
+        ["a", "b", "c"],
+        [[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]],
+        documents=["red apple", "green pear", None],
+    )
+    hits = await store.query("docs", [1.0, 0.0], options={"where_document": {"$contains": "pear"}})
+    assert [h.id for h in hits] == ["b"]
+    hits = await store.query("docs", [1.0, 0.0], options={"where_document": {"$regex": "^red"}})
+    assert [h.id for h in hits] == ["a"]
+    both = {"where_document": {"$contains": "a"}}
+    hits = await store.query("docs", [1.0, 0.0], filter={"k": {"$ne": 1}}, options=both)
+    assert sorted(h.id for h in hits) == ["a", "b"]
+    with pytest.raises(VectorInputError, match="where_document"):
+        await store.query("docs", [1.0, 0.0], options={"where_document": "pear"})
+
+
+@pytest.mark.anyio
+async def test_string_ranges_are_refused_numbers_work_on_lists(store: ChromaStore) -> None:
+    await store.create_index("ranges", 2, "euclidean")
+    meta: list[dict[str, Any]] = [{"n": [1, 5]}, {"n": [2.5, 3.0]}, {"n": 4}, {"name": "x"}]
+    await store.upsert("ranges", ["a", "b", "c", "d"], [[0.0, 1.0]] * 4, metadata=meta)
+    records = dict(zip("abcd", meta, strict=True))
+    for flt in ({"n": {"$gt": 4}}, {"n": {"$gte": 4}}, {"n": {"$lt": 2}}, {"n": {"$lte": 2.5}}):
+        expected = {rid for rid, m in records.items() if matches(flt, m)}
+        assert {h.id for h in await store.query("ranges", [0.0, 1.0], filter=flt)} == expected, flt
+    with pytest.raises(UnsupportedFilterError, match="numbers only"):
+        await store.count("ranges", filter={"name": {"$gt": "a"}})
+    # Hidden bound keys never show in results, and user keys may not use their prefix.
+    hits = await store.query("ranges", [0.0, 1.0], top_k=4)
+    assert {h.id: h.metadata for h in hits} == records
+    with pytest.raises(VectorInputError, match="reserved"):
+        await store.upsert("ranges", ["e"], [[0.0, 1.0]], metadata=[{"toolkernel:max:n": 1}])
+    with pytest.raises(UnsupportedFilterError, match="reserved"):
+        await store.count("ranges", filter={"toolkernel:max:n": 5})
+
+
+@pytest.mark.anyio
+async def test_list_metadata_must_share_one_type(store: ChromaStore) -> None:
+    await store.create_index("lists", 2, "dot")
+    with pytest.raises(VectorInputError, match=r"metadata\[1\]\.mixed"):
+        await store.upsert("lists", ["a", "b"], [[1.0, 0.0], [0.0, 1.0]], metadata=[{}, {"mixed": [1, "a"]}])
+    assert await store.count("lists") == 0
+    await store.upsert("lists", ["a"], [[1.0, 0.0]], metadata=[{"nums": [1, 2.5]}])
+    hits = await store.query("lists", [1.0, 0.0])
+    assert hits[0].metadata == {"nums": [1.0, 2.5]}
+    assert await store.count("lists", filter={"nums": 1}) == 1
+
+
+@pytest.mark.anyio
+async def test_names_chroma_rejects_are_encoded(store: ChromaStore, tmp_path: Path) -> None:
+    names = ["a", "ab_", "tkx-6162", "Z-9"]
+    for i, name in enumerate(names):
+        await store.create_index(name, i + 1, "cosine")
+    assert await store.list_indexes() == sorted(names)
+    for i, name in enumerate(names):
+        assert (await store.describe_index(name)).dimension == i + 1
+    collections = {c.name for c in _raw_client(tmp_path / "db").list_collections()}
+    assert "a" not in collections
+    assert "tkx-6162" not in collections
+    assert "Z-9" in collections
+
+
+@pytest.mark.anyio
+async def test_foreign_collections_are_not_indexes(store: ChromaStore, tmp_path: Path) -> None:
+    await store.create_index("mine", 2, "cosine")
+    _raw_client(tmp_path / "db").create_collection("theirs", embedding_function=None)
+    assert await store.list_indexes() == ["mine"]
+    with pytest.raises(IndexNotFoundError):
+        await store.describe_index("theirs")
+
+
+@pytest.mark.anyio
+async def test_dropped_index_leaves_no_list_metadata_behind(store: ChromaStore) -> None:
+    await store.create_index("first", 2, "cosine")
+    await store.upsert("first", ["x"], [[1.0, 0.0]], metadata=[{"tags": ["a", "b"]}])
+    await store.delete_index("first")
+    await store.create_index("second", 2, "cosine")
+    await store.upsert("second", ["y"], [[1.0, 0.0]], metadata=[{"k": 1}])
+    assert (await store.query("second", [1.0, 0.0]))[0].metadata == {"k": 1}
+
+
+@pytest.mark.anyio
+async def test_hnsw_options_and_metric_reach_the_collection(tmp_path: Path) -> None:
+    store = ChromaStore(path=str(tmp_path / "db"), hnsw_m=8, hnsw_construction_ef=50, hnsw_search_ef=60)
+    try:
+        await store.create_index("tuned", 2, "dot")
+        collection = _raw_client(tmp_path / "db").get_collection("tuned", embedding_function=None)
+        hnsw = collection.configuration_json["hnsw"]
+        assert (hnsw["space"], hnsw["max_neighbors"], hnsw["ef_construction"], hnsw["ef_search"]) == (
+            "ip",
+            8,
+            50,
+            60,
+        )
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_embedded_data_survives_reopening(tmp_path: Path) -> None:
+    first = ChromaStore(path=str(tmp_path / "db"))
+    await first.create_index("kept", 2, "cosine")
+    await first.upsert("kept", ["a"], [[1.0, 0.0]], metadata=[{"k": "v"}], documents=["text"])
+    await first.aclose()
+    second = ChromaStore(path=str(tmp_path / "db"))
+    try:
+        hits = await second.query("kept", [1.0, 0.0])
+        assert [(h.id, h.metadata, h.document) for h in hits] == [("a", {"k": "v"}, "text")]
+    finally:
+        await second.aclose()
+
+
+def test_options_need_exactly_one_of_host_and_path() -> None:
+    with pytest.raises(VectorInputError, match="either host"):
+        ChromaStore()
+    with pytest.raises(VectorInputError, match="either host"):
+        ChromaStore(host="localhost", path="/tmp/x")
+    with pytest.raises(VectorInputError, match="unknown_option"):
+        ChromaStore(path="/tmp/x", unknown_option=1)
+
+
+@pytest.mark.anyio
+async def test_unreachable_server_says_where() -> None:
+    store = ChromaStore(host="127.0.0.1", port=free_port())
+    with pytest.raises(VectorStoreError, match=r"cannot reach Chroma at 127\.0\.0\.1"):
+        await store.list_indexes()
+    await store.aclose()
+
+
+def test_plugin_registers_the_store_without_importing_chromadb() -> None:
+    code = (
+        "import sys, toolkernel_chroma.plugin as p\n"
+        "from toolkernel.registries import VectorStoreRegistry\n"
+        "r = VectorStoreRegistry(); p.register_vector_stores(registry=r)\n"
+        "assert 'chroma' in r, list(r)\n"
+        "assert 'chromadb' not in sys.modules, 'chromadb was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -6,6 +6,8 @@ filter language asks whether *any element* of a list matches; list membership is
 becomes "the scalar equals, or the list contains it (as int or float)". Chroma has no
 ``$exists``, ``$regex`` (on metadata), ``$not`` or ``$nor``, and compares only numbers with
 ``$gt``/``$gte``/``$lt``/``$lte``: those raise :class:`~toolkernel.vectors.UnsupportedFilterError`.
+Range conditions on lists use hidden per-record bound keys the store writes beside every list of
+numbers: some element is above ``v`` exactly when the largest is, and below ``v`` when the smallest is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ SUPPORTED_OPERATORS: frozenset[str] = ALL_OPERATORS - {"$exists", "$regex", "$no
 """The operators Chroma can evaluate with the filter language's semantics."""
 
 Where = dict[str, Any]
+
+RESERVED_PREFIX = "toolkernel:"
+"""Metadata keys the store writes for itself; user metadata may not start with it."""
+
+_BOUND_FOR = {"$gt": "max", "$gte": "max", "$lt": "min", "$lte": "min"}
+
+
+def bound_key(bound: str, field: str) -> str:
+    """The hidden key holding the smallest (``"min"``) or largest (``"max"``) number of list ``field``."""
+    return f"{RESERVED_PREFIX}{bound}:{field}"
 
 
 def where_document(filter: Filter | None) -> Where | None:
@@ -49,6 +61,10 @@ def _node(node: Node) -> Where | None:
 
 def _condition(cond: Condition) -> Where:
     field, op, value = cond.field, cond.op, cond.value
+    if field.startswith(RESERVED_PREFIX):
+        raise UnsupportedFilterError(
+            STORE, op, f"metadata keys starting with {RESERVED_PREFIX!r} are reserved"
+        )
     values = value if isinstance(value, tuple) else (value,)
     if op == "$eq":
         return _equals(field, value)
@@ -63,7 +79,7 @@ def _condition(cond: Condition) -> Where:
     if op in ("$gt", "$gte", "$lt", "$lte"):
         if isinstance(value, str):
             raise UnsupportedFilterError(STORE, op, "Chroma compares numbers only, not strings")
-        return {field: {op: value}}
+        return _any_of([{field: {op: value}}, {bound_key(_BOUND_FOR[op], field): {op: value}}])
     raise UnsupportedFilterError(STORE, op)
 
 

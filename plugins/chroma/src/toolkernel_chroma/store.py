@@ -37,7 +37,14 @@ from toolkernel.vectors import (
     check_upsert,
     check_vector,
 )
-from toolkernel_chroma._where import STORE, SUPPORTED_OPERATORS, Where, where_document
+from toolkernel_chroma._where import (
+    RESERVED_PREFIX,
+    STORE,
+    SUPPORTED_OPERATORS,
+    Where,
+    bound_key,
+    where_document,
+)
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -394,11 +401,19 @@ def _describe(metadata: Mapping[str, Any] | None) -> tuple[str, int, Metric] | N
 
 
 def _to_chroma_metadata(metadata: Metadata, where: str) -> dict[str, Any] | None:
-    """Metadata as Chroma stores it: ``None`` when empty, lists of one element type (ints widen to floats)."""
+    """Metadata as Chroma stores it: ``None`` when empty, lists of one element type (ints widen to floats).
+
+    A list of numbers also gets hidden bound keys (see :func:`~toolkernel_chroma._where.bound_key`),
+    so range filters can ask whether *any* element is above or below a value.
+    """
     if not metadata:
         return None
     out: dict[str, Any] = {}
     for key, value in metadata.items():
+        if key.startswith(RESERVED_PREFIX):
+            raise VectorInputError(
+                f"{where}.{key}: keys starting with {RESERVED_PREFIX!r} are reserved by the store"
+            )
         if isinstance(value, list):
             kinds = {
                 bool if isinstance(v, bool) else float if isinstance(v, int | float) else str for v in value
@@ -408,17 +423,21 @@ def _to_chroma_metadata(metadata: Metadata, where: str) -> dict[str, Any] | None
                     f"{where}.{key}: Chroma stores lists whose elements share one type (all strings, "
                     f"all numbers or all booleans); got {value!r}"
                 )
-            if kinds == {float} and any(isinstance(v, float) for v in value):
-                value = [float(v) for v in value]
+            if kinds == {float}:
+                if any(isinstance(v, float) for v in value):
+                    value = [float(v) for v in value]
+                out[bound_key("min", key)] = min(value)
+                out[bound_key("max", key)] = max(value)
         out[key] = value
     return out
 
 
 def _from_chroma_metadata(metadata: Mapping[str, Any] | None) -> Metadata:
-    """Chroma's metadata back as the contract's (``None`` → ``{}``)."""
+    """Chroma's metadata back as the contract's (``None`` → ``{}``, hidden bound keys dropped)."""
     return {
         key: list(value) if isinstance(value, list | tuple) else value
         for key, value in (metadata or {}).items()
+        if not key.startswith(RESERVED_PREFIX)
     }
 
 
