@@ -13,7 +13,9 @@ round (A B C D, A B C D, ...) so machine noise lands on all of them alike:
   notifications/initialized), a short sequential warm-up, then N ``tools/call echo`` requests
   written by a writer thread while the reader thread collects the responses (fully pipelined).
   calls/s = N / (first request written -> last response read). Every response is checked
-  afterwards: ids match one to one, content text equals the text sent, no error.
+  afterwards: ids match one to one, content text equals the text sent, no error. The server
+  process's CPU time (user + sys, all threads, from /proc) over the batch gives CPU µs per call,
+  which a busy machine disturbs far less than wall-clock throughput.
 * sequential latency: in the same process, before the pipelined batch, M calls one at a time
   (write, wait for the answer); p50/p99 over all rounds pooled.
 * cold start: spawn -> first byte of the initialize result on stdout (the initialize request is
@@ -192,6 +194,10 @@ class Server:
         except (BrokenPipeError, OSError) as exc:
             self.fail(f"write failed: {exc!r}")
 
+    def write_raw(self, data: bytes) -> None:
+        """Write without catching errors (for the writer thread, which reports them itself)."""
+        self._stdin.write(data)
+
     def send(self, msg: dict[str, Any]) -> None:
         self.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
 
@@ -311,6 +317,7 @@ def check_echo(srv: Server, msg: dict[str, Any], text: str) -> None:
 @dataclass
 class Samples:
     throughput: list[float] = field(default_factory=list)  # calls/s, one per round
+    cpu_us: list[float] = field(default_factory=list)  # server CPU µs per pipelined call, per round
     latency_us: list[float] = field(default_factory=list)  # sequential per-call, all rounds pooled
     cold_s: list[float] = field(default_factory=list)  # spawn -> first byte of initialize result
 
@@ -322,87 +329,117 @@ def check_tools(srv: Server) -> None:
         srv.fail(f"tools/list has no echo tool: {msg!r:.500}")
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` (all its threads) from /proc; None off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def sequential(srv: Server, first_id: int, count: int, warmup: int) -> list[float]:
+    """``warmup + count`` calls one at a time; the per-call latencies (µs) after the warm-up."""
+    latencies: list[float] = []
+    for i in range(warmup + count):
+        text = f"seq-{i}"
+        t0 = time.perf_counter()
+        msg = srv.request(first_id + i, "tools/call", call_params(text))
+        dt = time.perf_counter() - t0
+        check_echo(srv, msg, text)
+        if i >= warmup:
+            latencies.append(dt * 1e6)
+    return latencies
+
+
+@dataclass
+class Batch:
+    calls_per_s: float
+    server_cpu_us_per_call: float | None  # user + system CPU of the server process, per call
+
+
+def pipelined(srv: Server, first_id: int, calls: int) -> Batch:
+    """``calls`` requests written back to back by a writer thread; every response checked.
+
+    Besides wall-clock calls/s it reports the server's CPU time per call, which a busy machine
+    disturbs far less than wall-clock time (the server gets fewer slices, not more work).
+    """
+    # everything is encoded up front so that the client costs as little as possible while timed
+    base = srv.line_count
+    texts = [f"hello world {i}" for i in range(calls)]
+    payload = b"".join(
+        json.dumps(
+            {"jsonrpc": "2.0", "id": first_id + i, "method": "tools/call", "params": call_params(t)},
+            separators=(",", ":"),
+        ).encode()
+        + b"\n"
+        for i, t in enumerate(texts)
+    )
+    chunks = [payload[i : i + (1 << 16)] for i in range(0, len(payload), 1 << 16)]
+    write_error: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for chunk in chunks:
+                srv.write_raw(chunk)
+        except BaseException as exc:  # reported by the main thread
+            write_error.append(exc)
+
+    srv.set_target(base + calls)
+    wt = threading.Thread(target=writer, name=f"write-{srv.contender.name}", daemon=True)
+    batch_timeout = max(60.0, calls / 50)
+    cpu0 = cpu_seconds(srv.proc.pid)
+    t0 = time.perf_counter()
+    wt.start()
+    # responses may be interleaved with notifications: wait until there are `calls` responses
+    need = base + calls
+    while True:
+        lines = srv.wait_lines(need, timeout=batch_timeout)
+        if write_error:
+            srv.fail(f"writer failed: {write_error[0]!r}")
+        batch = [srv.parse(raw) for raw in lines[base:]]
+        responses = [m for m in batch if "id" in m and ("result" in m or "error" in m)]
+        if len(responses) >= calls:
+            break
+        need = len(lines) + (calls - len(responses))
+        srv.set_target(need)
+    t1 = srv.target_reached_at or time.perf_counter()
+    cpu1 = cpu_seconds(srv.proc.pid)
+    wt.join(timeout=srv.timeout)
+    if wt.is_alive():
+        srv.fail("writer thread stuck")
+
+    seen: set[int] = set()
+    for msg in responses:
+        rid = msg["id"]
+        idx = rid - first_id if isinstance(rid, int) else -1
+        if not 0 <= idx < calls:
+            srv.fail(f"response with unexpected id {rid!r}")
+        if idx in seen:
+            srv.fail(f"duplicate response id {rid}")
+        seen.add(idx)
+        check_echo(srv, msg, texts[idx])
+    if len(seen) != calls:
+        srv.fail(f"{calls - len(seen)} responses missing")
+    if srv.proc.poll() is not None:
+        srv.fail("server exited during the run")
+    cpu = None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / calls * 1e6
+    return Batch(calls / (t1 - t0), cpu)
+
+
 def throughput_round(
     contender: Contender, launch: Launch, calls: int, seq_calls: int, warmup: int
-) -> tuple[float, list[float]]:
+) -> tuple[Batch, list[float]]:
+    """One fresh server: handshake, tools/list, sequential latencies, then one pipelined batch."""
     srv = Server(contender, launch)
-    timeout = launch.timeout
     try:
         handshake(srv)
         check_tools(srv)
-        mid = 10
-        # warm-up, then sequential latency
-        latencies: list[float] = []
-        for i in range(warmup + seq_calls):
-            text = f"seq-{i}"
-            t0 = time.perf_counter()
-            msg = srv.request(mid, "tools/call", call_params(text))
-            dt = time.perf_counter() - t0
-            check_echo(srv, msg, text)
-            if i >= warmup:
-                latencies.append(dt * 1e6)
-            mid += 1
-
-        # pipelined batch: everything encoded up front so the client costs as little as possible
-        base = srv.line_count
-        first_id = mid
-        texts = [f"hello world {i}" for i in range(calls)]
-        payload = b"".join(
-            json.dumps(
-                {"jsonrpc": "2.0", "id": first_id + i, "method": "tools/call", "params": call_params(t)},
-                separators=(",", ":"),
-            ).encode()
-            + b"\n"
-            for i, t in enumerate(texts)
-        )
-        chunks = [payload[i : i + (1 << 16)] for i in range(0, len(payload), 1 << 16)]
-        write_error: list[BaseException] = []
-
-        def writer() -> None:
-            try:
-                for chunk in chunks:
-                    srv._stdin.write(chunk)
-            except BaseException as exc:  # reported by the main thread
-                write_error.append(exc)
-
-        srv.set_target(base + calls)
-        wt = threading.Thread(target=writer, name=f"write-{contender.name}", daemon=True)
-        batch_timeout = max(60.0, calls / 50)
-        t0 = time.perf_counter()
-        wt.start()
-        # responses may be interleaved with notifications; keep waiting until we have `calls` responses
-        need = base + calls
-        while True:
-            lines = srv.wait_lines(need, timeout=batch_timeout)
-            if write_error:
-                srv.fail(f"writer failed: {write_error[0]!r}")
-            batch = [srv.parse(raw) for raw in lines[base:]]
-            responses = [m for m in batch if "id" in m and ("result" in m or "error" in m)]
-            if len(responses) >= calls:
-                break
-            need = len(lines) + (calls - len(responses))
-            srv.set_target(need)
-        t1 = srv.target_reached_at or time.perf_counter()
-        wt.join(timeout=timeout)
-        if wt.is_alive():
-            srv.fail("writer thread stuck")
-        elapsed = t1 - t0
-
-        seen: set[int] = set()
-        for msg in responses:
-            rid = msg["id"]
-            idx = rid - first_id if isinstance(rid, int) else -1
-            if not 0 <= idx < calls:
-                srv.fail(f"response with unexpected id {rid!r}")
-            if idx in seen:
-                srv.fail(f"duplicate response id {rid}")
-            seen.add(idx)
-            check_echo(srv, msg, texts[idx])
-        if len(seen) != calls:
-            srv.fail(f"{calls - len(seen)} responses missing")
-        if srv.proc.poll() is not None:
-            srv.fail("server exited during the run")
-        return calls / elapsed, latencies
+        latencies = sequential(srv, 10, seq_calls, warmup)
+        return pipelined(srv, 10 + warmup + seq_calls, calls), latencies
     finally:
         srv.close()
 
@@ -449,6 +486,16 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
                 "spread_pct": round(100 * (max(tp) - min(tp)) / med, 1),
                 "rounds": [round(v, 1) for v in tp],
             },
+            "server_cpu_us_per_call": (
+                {
+                    "median": round(statistics.median(s.cpu_us), 1),
+                    "min": round(min(s.cpu_us), 1),
+                    "max": round(max(s.cpu_us), 1),
+                    "rounds": [round(v, 1) for v in s.cpu_us],
+                }
+                if s.cpu_us
+                else None
+            ),
             "sequential_latency_us": {
                 "p50": round(pct(s.latency_us, 50), 1),
                 "p99": round(pct(s.latency_us, 99), 1),
@@ -463,12 +510,15 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
             },
         }
     for row in out.values():
-        ratios: dict[str, dict[str, float]] = {}
+        ratios: dict[str, dict[str, float | None]] = {}
         for ref in REFERENCES:
             if ref not in out:
                 continue
             r = out[ref]
+            cpu, ref_cpu = row["server_cpu_us_per_call"], r["server_cpu_us_per_call"]
             ratios[f"vs_{ref}"] = {
+                # ref CPU / this CPU: how many times less server CPU a call costs (higher is better)
+                "cpu_efficiency": round(ref_cpu["median"] / cpu["median"], 3) if cpu and ref_cpu else None,
                 "throughput": round(
                     row["throughput_calls_per_s"]["median"] / r["throughput_calls_per_s"]["median"], 3
                 ),
@@ -522,23 +572,29 @@ def machine_facts(python: str) -> dict[str, Any]:
 
 
 def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contender]) -> None:
+    def ratio(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
     cols = [
         ("contender", 11),
-        ("calls/s", 9),
-        ("spread", 7),
-        ("x fastmcp", 9),
-        ("x sdk", 7),
-        ("seq p50µs", 10),
-        ("seq p99µs", 10),
-        ("cold med s", 11),
-        ("cold p90 s", 11),
-        ("cold x fmcp", 10),
+        ("calls/s", 8),
+        ("spread", 6),
+        ("x fmcp", 6),
+        ("x sdk", 6),
+        ("cpu µs/call", 11),
+        ("cpu-eff x fmcp", 14),
+        ("seq p50 µs", 10),
+        ("seq p99 µs", 10),
+        ("cold med s", 10),
+        ("cold p90 s", 10),
+        ("cold x fmcp", 11),
     ]
     print()
     print("  ".join(title.rjust(w) if i else title.ljust(w) for i, (title, w) in enumerate(cols)))
     for c in contenders:
         row = summary[c.name]
         tp = row["throughput_calls_per_s"]
+        cpu = row["server_cpu_us_per_call"]
         lat = row["sequential_latency_us"]
         cold = row["cold_start_s"]
         rf = row["ratios"].get("vs_fastmcp", {})
@@ -547,18 +603,22 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
             c.name,
             f"{tp['median']:.0f}",
             f"±{tp['spread_pct'] / 2:.0f}%",
-            f"{rf['throughput']:.2f}" if rf else "-",
-            f"{rs['throughput']:.2f}" if rs else "-",
+            ratio(rf.get("throughput")),
+            ratio(rs.get("throughput")),
+            f"{cpu['median']:.0f}" if cpu else "-",
+            ratio(rf.get("cpu_efficiency")),
             f"{lat['p50']:.0f}",
             f"{lat['p99']:.0f}",
             f"{cold['median']:.3f}",
             f"{cold['p90']:.3f}",
-            f"{rf['cold_start']:.2f}" if rf else "-",
+            ratio(rf.get("cold_start")),
         ]
         pairs = enumerate(zip(cells, (w for _, w in cols), strict=True))
         print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in pairs))
     print()
-    print("spread = ±half the (max - min) range of the per-round throughput, as % of the median")
+    print("calls/s: pipelined, median of rounds; spread: ±half the per-round (max - min), % of the median")
+    print("cpu µs/call: server process user+sys CPU per pipelined call (robust on a busy machine);")
+    print("cpu-eff x fmcp: FastMCP's CPU per call / this row's (higher is better)")
 
 
 # --------------------------------------------------------------------------- main
@@ -610,6 +670,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # The client has a reader and a writer thread; a short switch interval keeps either from
+    # waiting on the GIL for the default 5 ms while the other is busy (a convoy that would
+    # throttle the fastest servers and look like server slowness).
+    sys.setswitchinterval(0.0005)
     contenders: list[Contender] = args.contenders
     facts = machine_facts(args.python)
     print(
@@ -629,10 +693,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in range(args.rounds):
             line = []
             for c in contenders:
-                tps, lat = throughput_round(c, launch, args.calls, args.seq_calls, args.warmup)
-                samples[c.name].throughput.append(tps)
+                batch, lat = throughput_round(c, launch, args.calls, args.seq_calls, args.warmup)
+                samples[c.name].throughput.append(batch.calls_per_s)
+                if batch.server_cpu_us_per_call is not None:
+                    samples[c.name].cpu_us.append(batch.server_cpu_us_per_call)
                 samples[c.name].latency_us.extend(lat)
-                line.append(f"{c.name} {tps:,.0f}/s p50 {pct(lat, 50):.0f}µs")
+                cpu = batch.server_cpu_us_per_call
+                line.append(
+                    f"{c.name} {batch.calls_per_s:,.0f}/s"
+                    + (f" {cpu:.0f}µs-cpu" if cpu is not None else "")
+                    + f" p50 {pct(lat, 50):.0f}µs"
+                )
             print(f"round {r + 1}/{args.rounds}: " + " | ".join(line), flush=True)
         for r in range(args.cold_runs):
             line = []
