@@ -1,0 +1,1 @@
+"""toolkernel-hello: a greeting tool for every toolkernel server."""
