@@ -187,6 +187,21 @@ def _figures(
     )
 
 
+def median_figures(runs: list[Figures]) -> Figures:
+    """Each figure's median over repeated runs of the same store, path and size."""
+    first = runs[0]
+    return Figures(
+        store=first.store,
+        path=first.path,
+        n=first.n,
+        dim=first.dim,
+        upsert_per_s=float(np.median([r.upsert_per_s for r in runs])),
+        query_p50_ms=float(np.median([r.query_p50_ms for r in runs])),
+        query_p99_ms=float(np.median([r.query_p99_ms for r in runs])),
+        recall_at_10=float(np.median([r.recall_at_10 for r in runs])),
+    )
+
+
 # ---------------------------------------------------------------------------
 # Qdrant
 # ---------------------------------------------------------------------------
@@ -461,6 +476,7 @@ def main() -> None:
         metavar="STORE=N",
         help="run STORE only at sizes up to N (e.g. pgvector=10000 when its HNSW build is too slow here)",
     )
+    parser.add_argument("--repeat", type=int, default=1, help="runs per store and size; medians are reported")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     wanted = set(args.stores)
@@ -490,8 +506,11 @@ def main() -> None:
                     )
                     continue
                 print(f"{target.name} n={n} ...", file=sys.stderr, flush=True)
-                direct = run_direct(target, data, ids, queries, truth)
-                tk = asyncio.run(run_toolkernel(target, data, ids, queries, truth))
+                directs, tks = [], []
+                for _ in range(args.repeat):  # alternate, so load from elsewhere hits both paths alike
+                    directs.append(run_direct(target, data, ids, queries, truth))
+                    tks.append(asyncio.run(run_toolkernel(target, data, ids, queries, truth)))
+                direct, tk = median_figures(directs), median_figures(tks)
                 rows.append(
                     {
                         "store": target.name,
@@ -516,6 +535,7 @@ def main() -> None:
         "batch": BATCH,
         "top_k": TOP_K,
         "queries": args.queries,
+        "repeat": args.repeat,
         "limits": limits,
         "results": rows,
     }
