@@ -320,6 +320,7 @@ class Samples:
     cpu_us: list[float] = field(default_factory=list)  # server CPU µs per pipelined call, per round
     latency_us: list[float] = field(default_factory=list)  # sequential per-call, all rounds pooled
     cold_s: list[float] = field(default_factory=list)  # spawn -> first byte of initialize result
+    cold_cpu_s: list[float] = field(default_factory=list)  # server CPU used by then
 
 
 def check_tools(srv: Server) -> None:
@@ -444,17 +445,19 @@ def throughput_round(
         srv.close()
 
 
-def cold_start(contender: Contender, launch: Launch) -> float:
+def cold_start(contender: Contender, launch: Launch) -> tuple[float, float | None]:
+    """Spawn -> first byte of the initialize result (s), and the CPU the server had used by then."""
     srv = Server(contender, launch)
     try:
         srv.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()})
         lines = srv.wait_lines(1)
+        cpu = cpu_seconds(srv.proc.pid)  # the server now idles waiting for the next message
         first = srv.first_byte_at
         msg = srv.parse(lines[0])
         if msg.get("id") != 0:
             srv.fail(f"first stdout line is not the initialize result: {lines[0][:300]!r}")
         check_initialize(srv, msg)
-        return first - srv.spawned_at
+        return first - srv.spawned_at, cpu
     finally:
         srv.close()
 
@@ -507,6 +510,8 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
                 "p90": round(pct(s.cold_s, 90), 4),
                 "min": round(min(s.cold_s), 4),
                 "runs": [round(v, 4) for v in s.cold_s],
+                "server_cpu_median": round(statistics.median(s.cold_cpu_s), 3) if s.cold_cpu_s else None,
+                "server_cpu_runs": [round(v, 3) for v in s.cold_cpu_s],
             },
         }
     for row in out.values():
@@ -516,6 +521,8 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
                 continue
             r = out[ref]
             cpu, ref_cpu = row["server_cpu_us_per_call"], r["server_cpu_us_per_call"]
+            cold_cpu = row["cold_start_s"]["server_cpu_median"]
+            ref_cold_cpu = r["cold_start_s"]["server_cpu_median"]
             ratios[f"vs_{ref}"] = {
                 # ref CPU / this CPU: how many times less server CPU a call costs (higher is better)
                 "cpu_efficiency": round(ref_cpu["median"] / cpu["median"], 3) if cpu and ref_cpu else None,
@@ -526,6 +533,7 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
                     row["sequential_latency_us"]["p50"] / r["sequential_latency_us"]["p50"], 3
                 ),
                 "cold_start": round(row["cold_start_s"]["median"] / r["cold_start_s"]["median"], 3),
+                "cold_start_cpu": round(cold_cpu / ref_cold_cpu, 3) if cold_cpu and ref_cold_cpu else None,
             }
         row["ratios"] = ratios
     return out
@@ -588,6 +596,8 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
         ("cold med s", 10),
         ("cold p90 s", 10),
         ("cold x fmcp", 11),
+        ("cold cpu s", 10),
+        ("x fmcp", 6),
     ]
     print()
     print("  ".join(title.rjust(w) if i else title.ljust(w) for i, (title, w) in enumerate(cols)))
@@ -612,6 +622,8 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
             f"{cold['median']:.3f}",
             f"{cold['p90']:.3f}",
             ratio(rf.get("cold_start")),
+            f"{cold['server_cpu_median']:.3f}" if cold["server_cpu_median"] else "-",
+            ratio(rf.get("cold_start_cpu")),
         ]
         pairs = enumerate(zip(cells, (w for _, w in cols), strict=True))
         print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in pairs))
@@ -619,6 +631,8 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
     print("calls/s: pipelined, median of rounds; spread: ±half the per-round (max - min), % of the median")
     print("cpu µs/call: server process user+sys CPU per pipelined call (robust on a busy machine);")
     print("cpu-eff x fmcp: FastMCP's CPU per call / this row's (higher is better)")
+    print("cold cpu s: server CPU (user+sys) from spawn to its initialize answer, median;")
+    print("            its x fmcp: / FastMCP's (lower is better)")
 
 
 # --------------------------------------------------------------------------- main
@@ -708,9 +722,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in range(args.cold_runs):
             line = []
             for c in contenders:
-                t = cold_start(c, launch)
+                t, cpu = cold_start(c, launch)
                 samples[c.name].cold_s.append(t)
-                line.append(f"{c.name} {t:.3f}s")
+                if cpu is not None:
+                    samples[c.name].cold_cpu_s.append(cpu)
+                line.append(f"{c.name} {t:.3f}s" + (f" ({cpu:.2f}s cpu)" if cpu is not None else ""))
             print(f"cold {r + 1}/{args.cold_runs}: " + " | ".join(line), flush=True)
     except BenchError as exc:
         print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
