@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from toolkernel.errors import ConfigError
 from toolkernel.filters import matches
 from toolkernel.testing.services import ChromaService, free_port
 from toolkernel.testing.stores import VectorStoreContract
 from toolkernel.vectors import IndexNotFoundError, UnsupportedFilterError, VectorInputError, VectorStoreError
+from toolkernel_chroma import create_store
 from toolkernel_chroma.store import ChromaStore
 
 
@@ -22,7 +24,7 @@ class TestChromaServerConformance(VectorStoreContract):
 
     @pytest.fixture
     async def vector_store(self, chroma: ChromaService) -> AsyncIterator[ChromaStore]:
-        store = ChromaStore(host=chroma.host, port=chroma.port)
+        store = create_store(host=chroma.host, port=chroma.port)
         yield store
         await store.aclose()
 
@@ -36,7 +38,7 @@ class TestChromaPersistentConformance(VectorStoreContract):
 
     @pytest.fixture
     async def vector_store(self, database_dir: Path) -> AsyncIterator[ChromaStore]:
-        store = ChromaStore(path=str(database_dir))
+        store = create_store(path=str(database_dir))
         yield store
         await store.aclose()
 
@@ -44,7 +46,7 @@ class TestChromaPersistentConformance(VectorStoreContract):
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[ChromaStore]:
     """An embedded store in a fresh directory (the specific behaviours are the same over HTTP)."""
-    store = ChromaStore(path=str(tmp_path / "db"))
+    store = create_store(path=str(tmp_path / "db"))
     yield store
     await store.aclose()
 
@@ -143,7 +145,7 @@ async def test_dropped_index_leaves_no_list_metadata_behind(store: ChromaStore) 
 
 @pytest.mark.anyio
 async def test_hnsw_options_and_metric_reach_the_collection(tmp_path: Path) -> None:
-    store = ChromaStore(path=str(tmp_path / "db"), hnsw_m=8, hnsw_construction_ef=50, hnsw_search_ef=60)
+    store = create_store(path=str(tmp_path / "db"), hnsw_m=8, hnsw_construction_ef=50, hnsw_search_ef=60)
     try:
         await store.create_index("tuned", 2, "dot")
         collection = _raw_client(tmp_path / "db").get_collection("tuned", embedding_function=None)
@@ -160,11 +162,11 @@ async def test_hnsw_options_and_metric_reach_the_collection(tmp_path: Path) -> N
 
 @pytest.mark.anyio
 async def test_embedded_data_survives_reopening(tmp_path: Path) -> None:
-    first = ChromaStore(path=str(tmp_path / "db"))
+    first = create_store(path=str(tmp_path / "db"))
     await first.create_index("kept", 2, "cosine")
     await first.upsert("kept", ["a"], [[1.0, 0.0]], metadata=[{"k": "v"}], documents=["text"])
     await first.aclose()
-    second = ChromaStore(path=str(tmp_path / "db"))
+    second = create_store(path=str(tmp_path / "db"))
     try:
         hits = await second.query("kept", [1.0, 0.0])
         assert [(h.id, h.metadata, h.document) for h in hits] == [("a", {"k": "v"}, "text")]
@@ -173,17 +175,17 @@ async def test_embedded_data_survives_reopening(tmp_path: Path) -> None:
 
 
 def test_options_need_exactly_one_of_host_and_path() -> None:
-    with pytest.raises(VectorInputError, match="either host"):
-        ChromaStore()
-    with pytest.raises(VectorInputError, match="either host"):
-        ChromaStore(host="localhost", path="/tmp/x")
-    with pytest.raises(VectorInputError, match="unknown_option"):
-        ChromaStore(path="/tmp/x", unknown_option=1)
+    with pytest.raises(ConfigError, match="either host"):
+        create_store()
+    with pytest.raises(ConfigError, match="either host"):
+        create_store(host="localhost", path="/tmp/x")
+    with pytest.raises(ConfigError, match="unknown_option"):
+        create_store(path="/tmp/x", unknown_option=1)
 
 
 @pytest.mark.anyio
 async def test_unreachable_server_says_where() -> None:
-    store = ChromaStore(host="127.0.0.1", port=free_port())
+    store = create_store(host="127.0.0.1", port=free_port())
     with pytest.raises(VectorStoreError, match=r"cannot reach Chroma at 127\.0\.0\.1"):
         await store.list_indexes()
     await store.aclose()

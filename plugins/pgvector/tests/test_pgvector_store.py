@@ -10,9 +10,11 @@ import numpy as np
 import psycopg
 import pytest
 
+from toolkernel.errors import ConfigError
 from toolkernel.testing.services import PostgresService
 from toolkernel.testing.stores import VectorStoreContract
 from toolkernel.vectors import VectorInputError, VectorStoreError
+from toolkernel_pgvector import create_store
 from toolkernel_pgvector.store import PgVectorStore
 
 
@@ -21,7 +23,7 @@ class TestPgVectorConformance(VectorStoreContract):
 
     @pytest.fixture
     async def vector_store(self, postgres: PostgresService) -> AsyncIterator[PgVectorStore]:
-        store = PgVectorStore(dsn=postgres.uri, schema="kit")
+        store = create_store(dsn=postgres.uri, schema="kit")
         yield store
         await store.aclose()
 
@@ -31,7 +33,7 @@ class TestIvfflatConformance(VectorStoreContract):
 
     @pytest.fixture
     async def vector_store(self, postgres: PostgresService) -> AsyncIterator[PgVectorStore]:
-        store = PgVectorStore(
+        store = create_store(
             dsn=postgres.uri, schema="kit_ivfflat", index_type="ivfflat", ivfflat_lists=4, ivfflat_probes=4
         )
         yield store
@@ -51,7 +53,7 @@ def _vectors(n: int, seed: int) -> list[list[float]]:
 
 @pytest.fixture
 async def hnsw_store(postgres: PostgresService) -> AsyncIterator[PgVectorStore]:
-    store = PgVectorStore(dsn=postgres.uri, schema="specific")
+    store = create_store(dsn=postgres.uri, schema="specific")
     yield store
     await store.aclose()
 
@@ -69,7 +71,7 @@ async def test_index_type_builds_that_ann_index(
     postgres: PostgresService, index_type: str, using: str
 ) -> None:
     schema = f"types_{index_type}"
-    store = PgVectorStore(dsn=postgres.uri, schema=schema, index_type=index_type, hnsw_m=8, ivfflat_lists=2)
+    store = create_store(dsn=postgres.uri, schema=schema, index_type=index_type, hnsw_m=8, ivfflat_lists=2)
     try:
         await store.create_index("docs", DIM, "cosine")
         defs = await _index_defs(postgres, schema)
@@ -86,7 +88,7 @@ async def test_index_type_builds_that_ann_index(
 
 @pytest.mark.anyio
 async def test_exact_index_type_builds_no_ann_index(postgres: PostgresService) -> None:
-    store = PgVectorStore(dsn=postgres.uri, schema="types_exact", index_type="exact")
+    store = create_store(dsn=postgres.uri, schema="types_exact", index_type="exact")
     try:
         await store.create_index("docs", DIM, "dot")
         defs = await _index_defs(postgres, "types_exact")
@@ -125,7 +127,7 @@ async def test_query_options_ef_probes_min_score(hnsw_store: PgVectorStore) -> N
 
 @pytest.mark.anyio
 async def test_ivfflat_probes_trade_recall(postgres: PostgresService) -> None:
-    store = PgVectorStore(dsn=postgres.uri, schema="probes", index_type="ivfflat", ivfflat_lists=20)
+    store = create_store(dsn=postgres.uri, schema="probes", index_type="ivfflat", ivfflat_lists=20)
     try:
         await store.create_index("p", DIM, "euclidean")
         data = _vectors(2_000, seed=5)
@@ -149,8 +151,8 @@ async def test_ivfflat_probes_trade_recall(postgres: PostgresService) -> None:
 
 @pytest.mark.anyio
 async def test_tenant_schemas_are_isolated(postgres: PostgresService) -> None:
-    alice = PgVectorStore(dsn=postgres.uri, schema="tenant_alice")
-    bob = PgVectorStore(dsn=postgres.uri, schema="tenant_bob")
+    alice = create_store(dsn=postgres.uri, schema="tenant_alice")
+    bob = create_store(dsn=postgres.uri, schema="tenant_bob")
     try:
         await alice.create_index("shared-name", DIM, "cosine")
         await bob.create_index("shared-name", 4, "dot")
@@ -186,17 +188,17 @@ async def test_filter_values_and_keys_are_bound_not_interpolated(hnsw_store: PgV
 
 
 def test_bad_options_name_the_field() -> None:
-    with pytest.raises(VectorInputError, match="index_type"):
-        PgVectorStore(dsn="postgresql:///x", index_type="annoy")
-    with pytest.raises(VectorInputError, match="dsn"):
-        PgVectorStore()
-    with pytest.raises(VectorInputError, match="pool_min_size"):
-        PgVectorStore(dsn="postgresql:///x", pool_min_size=5, pool_max_size=2)
+    with pytest.raises(ConfigError, match="index_type"):
+        create_store(dsn="postgresql:///x", index_type="annoy")
+    with pytest.raises(ConfigError, match="dsn: Field required"):
+        create_store()
+    with pytest.raises(ConfigError, match="pool_min_size"):
+        create_store(dsn="postgresql:///x", pool_min_size=5, pool_max_size=2)
 
 
 @pytest.mark.anyio
 async def test_unreachable_database_says_so() -> None:
-    store = PgVectorStore(dsn="postgresql://nobody@127.0.0.1:1/none", connect_timeout=2)
+    store = create_store(dsn="postgresql://nobody@127.0.0.1:1/none", connect_timeout=2)
     with pytest.raises(VectorStoreError, match="cannot connect"):
         await store.list_indexes()
     await store.aclose()

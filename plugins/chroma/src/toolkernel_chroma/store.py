@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from toolkernel.filters import Filter, coerce_filter, require_supported
 from toolkernel.vectors import (
@@ -45,6 +44,7 @@ from toolkernel_chroma._where import (
     bound_key,
     where_document,
 )
+from toolkernel_chroma.settings import ChromaSettings
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -65,49 +65,14 @@ _CHROMA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 _ENCODED_PREFIX = "tkx-"
 
 
-class ChromaOptions(BaseModel):
-    """Where a :class:`ChromaStore` finds Chroma and how it builds collections, checked at creation."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    host: str | None = Field(None, description="Chroma server host (HTTP mode).")
-    port: int = Field(8000, ge=1, le=65535)
-    ssl: bool = False
-    headers: dict[str, str] = Field(default_factory=dict, description="Extra HTTP headers, e.g. auth tokens.")
-    path: str | None = Field(None, description="Directory of an embedded persistent database (local mode).")
-    tenant: str = "default_tenant"
-    database: str = "default_database"
-    hnsw_m: int | None = Field(
-        None, ge=2, description="HNSW max neighbours per node (Chroma's default if unset)."
-    )
-    hnsw_construction_ef: int | None = Field(None, ge=1)
-    hnsw_search_ef: int | None = Field(None, ge=1)
-    batch_size: int | None = Field(
-        None, ge=1, description="Records per write call; the server's maximum if unset."
-    )
-    max_threads: int = Field(4, ge=1, description="Worker threads running chromadb calls concurrently.")
-
-    @model_validator(mode="after")
-    def _one_mode(self) -> ChromaOptions:
-        """Exactly one of ``host`` (HTTP server) and ``path`` (embedded database) is given."""
-        if (self.host is None) == (self.path is None):
-            raise ValueError(
-                "give either host (a Chroma server) or path (an embedded database), not both or neither"
-            )
-        return self
-
-
 class ChromaStore:
     """Chroma-backed vector store; every method is safe to await concurrently."""
 
     name = STORE
     supported_filter_operators: frozenset[str] = SUPPORTED_OPERATORS
 
-    def __init__(self, **options: Any) -> None:
-        try:
-            self.options = ChromaOptions.model_validate(options)
-        except ValidationError as exc:
-            raise VectorInputError(f"vector store 'chroma': invalid options: {exc}") from None
+    def __init__(self, settings: ChromaSettings) -> None:
+        self.options = settings
         self._client: ClientAPI | None = None
         self._connecting = anyio.Lock()
         self._limiter = anyio.CapacityLimiter(self.options.max_threads)
@@ -153,7 +118,7 @@ class ChromaStore:
             return chromadb.PersistentClient(
                 path=opts.path, settings=settings, tenant=opts.tenant, database=opts.database
             )
-        assert opts.host is not None  # guaranteed by ChromaOptions._one_mode
+        assert opts.host is not None  # guaranteed by ChromaSettings._one_mode
         return chromadb.HttpClient(
             host=opts.host,
             port=opts.port,

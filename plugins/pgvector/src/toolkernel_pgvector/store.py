@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import psycopg
@@ -23,7 +23,6 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolkernel.filters import Filter, coerce_filter, require_supported
 from toolkernel.vectors import (
@@ -43,6 +42,7 @@ from toolkernel.vectors import (
     check_vector,
 )
 from toolkernel_pgvector._where import SUPPORTED_OPERATORS, where_clause
+from toolkernel_pgvector.settings import PgVectorSettings
 
 CATALOG = "toolkernel_indexes"
 """The table, in each tenant schema, that lists that schema's indexes."""
@@ -63,49 +63,14 @@ BULK_BUILD_ROWS = 1000
 _IDENT = re.compile(r"[^a-z0-9_]+")
 
 
-class PgVectorOptions(BaseModel):
-    """How a :class:`PgVectorStore` connects and builds its indexes; validated when the store is made."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    dsn: str = Field(min_length=1, description="libpq connection string or postgresql:// URI.")
-    schema_: str = Field(
-        "public",
-        alias="schema",
-        min_length=1,
-        max_length=63,
-        description="Schema holding this tenant's indexes.",
-    )
-    index_type: Literal["hnsw", "ivfflat", "exact"] = "hnsw"
-    hnsw_m: int = Field(16, ge=2, le=100)
-    hnsw_ef_construction: int = Field(64, ge=4, le=1000)
-    ivfflat_lists: int = Field(100, ge=1, le=32768)
-    ivfflat_probes: int | None = Field(
-        None, ge=1, le=32768, description="Lists probed when a query sets no probes; sqrt(lists) if unset."
-    )
-    create_extension: bool = True
-    pool_min_size: int = Field(1, ge=0)
-    pool_max_size: int = Field(10, ge=1)
-    pool_timeout: float = Field(30.0, gt=0, description="Seconds to wait for a free pooled connection.")
-    connect_timeout: float = Field(
-        10.0, gt=0, description="Seconds to wait for Postgres to accept a connection."
-    )
-    statement_timeout: float = Field(60.0, gt=0, description="Seconds any one statement may run.")
-
-
 class PgVectorStore:
     """pgvector-backed vector store; every method is safe to await concurrently."""
 
     name = "pgvector"
     supported_filter_operators: frozenset[str] = SUPPORTED_OPERATORS
 
-    def __init__(self, **options: Any) -> None:
-        try:
-            self.options = PgVectorOptions.model_validate(options)
-        except ValidationError as exc:
-            raise VectorInputError(f"vector store 'pgvector': invalid options: {exc}") from None
-        if self.options.pool_min_size > self.options.pool_max_size:
-            raise VectorInputError("vector store 'pgvector': pool_min_size is larger than pool_max_size")
+    def __init__(self, settings: PgVectorSettings) -> None:
+        self.options = settings
         self._schema = sql.Identifier(self.options.schema_)
         self._catalog = sql.Identifier(self.options.schema_, CATALOG)
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
