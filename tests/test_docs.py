@@ -203,12 +203,21 @@ def test_python_blocks_are_copies_of_example_files(doc):
         )
 
 
+def anchors(markdown: str) -> set[str]:
+    """GitHub-style anchors of the headings in ``markdown``."""
+    return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for _, title, _ in sections(markdown)}
+
+
 @pytest.mark.parametrize("doc", OWNED_DOCS, ids=lambda p: str(p.relative_to(DOCS)))
 def test_relative_links_resolve(doc):
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text(doc)):
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text(doc)):
         if "://" in target or target.startswith("mailto:"):
             continue
-        assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)} links to missing {target}"
+        path = doc.parent / target if target else doc
+        assert path.exists(), f"{doc.relative_to(ROOT)} links to missing {target}"
+        if anchor and path.suffix == ".md":
+            where = f"{doc.relative_to(ROOT)} links to missing #{anchor} in {path.name}"
+            assert anchor in anchors(text(path)), where
 
 
 def test_every_cli_command_and_option_is_documented(capsys):
@@ -552,31 +561,9 @@ async def test_hook_on_session_start(kernel_with, log_events):
 @pytest.mark.anyio
 async def test_hook_on_session_stop(kernel_with):
     plugin = load_example("hooks/on_session_stop.py")
-    kernel = kernel_with(plugin)
-    server = MCPServer("s")
-    # connect_in_memory cancels the session when the client leaves; serve the session ourselves
-    # so it ends the normal way, with the client closing its side.
-    from mcp.client import Client
-    from mcp.shared.message import SessionMessage
-
-    from toolkernel._serving import ServingAppImpl
-
-    app = ServingAppImpl(server, kernel)
-    to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](10)
-    server_out, to_client = anyio.create_memory_object_stream[SessionMessage | Exception](10)
-
-    from contextlib import asynccontextmanager
-
-    @asynccontextmanager
-    async def transport():
-        async with to_server, to_client:
-            yield to_client, to_server
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: app.run_session(server_in, server_out, transport="memory"))
-        async with Client(transport(), mode="legacy") as client:
-            await client.send_ping()
-            assert plugin.closed == []
+    async with connect_in_memory(MCPServer("s"), kernel=kernel_with(plugin)) as client:
+        await client.send_ping()
+        assert plugin.closed == []
     assert plugin.closed == [("s", "memory")]
 
 
@@ -695,6 +682,19 @@ def test_guide_broken_plugin_is_reported_and_strict_mode_makes_it_fatal(
     monkeypatch.setenv("TOOLKERNEL_STRICT_PLUGINS", "1")
     with pytest.raises(toolkernel.PluginLoadError, match=r"toolkernel-broken 2\.0"):
         toolkernel.Kernel(only=only)
+
+
+def test_guide_two_plugins_one_name(kernel_with, log_events):
+    first = load_example("hooks/register_tools.py")
+    second = load_example("hooks/register_tools.py")
+    kernel = kernel_with(first, second)
+    assert kernel.tools.origin("server_time") == first.__name__
+    infos = {p.name: p for p in kernel.plugins()}
+    assert infos[second.__name__].status == "failed"
+    assert infos[second.__name__].error == (
+        f"register_tools: tool 'server_time' is registered twice: first by {first.__name__}, "
+        f"again by {second.__name__}; disable one of the two plugins (TOOLKERNEL_DISABLE_PLUGINS)"
+    )
 
 
 def test_guide_settings_from_the_environment(hello_installed, monkeypatch):
@@ -1115,6 +1115,17 @@ async def test_server_list_changed_notification(kernel):
         await client.call_tool("refresh", {})
         await client.send_ping()
     assert seen == ["tools"]
+
+
+@pytest.mark.anyio
+async def test_server_2026_era_subscriptions_are_not_implemented(kernel):
+    # docs/server.md says so; when subscriptions/listen arrives, update the docs and this test.
+    module = load_example("server/resources.py")
+    async with connect_in_memory(module.app, kernel=kernel, mode="auto") as client:
+        with pytest.raises(Exception) as caught:
+            async with client.listen(resource_subscriptions=["notes://index"]):
+                pass
+    assert "Method not found" in repr(caught.value)
 
 
 @pytest.mark.anyio
