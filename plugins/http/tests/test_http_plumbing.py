@@ -1,0 +1,155 @@
+"""Event stores, plugin registration, mounting in a parent app, and serving through the kernel."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp.client import Client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.streamable_http import EventMessage
+from mcp_types import JSONRPCNotification
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+import toolkernel_http.plugin
+from toolkernel import Kernel, MCPServer, SessionEvent, hookimpl
+from toolkernel.transports import ServeOptions
+from toolkernel_http import InMemoryEventStore, SessionScopedEventStore, asgi_app
+
+from .conftest import make_server, serving
+
+TIMEOUT_S = 60.0
+
+
+def _note(text: str) -> JSONRPCNotification:
+    return JSONRPCNotification(jsonrpc="2.0", method="notifications/message", params={"data": text})
+
+
+async def _replayed(store: Any, last_event_id: str) -> tuple[Any, list[str]]:
+    seen: list[str] = []
+
+    async def collect(event: EventMessage) -> None:
+        seen.append(event.message.params["data"])  # type: ignore[union-attr]
+
+    stream = await store.replay_events_after(last_event_id, collect)
+    return stream, seen
+
+
+@pytest.mark.anyio
+async def test_in_memory_store_replays_one_stream_after_an_id() -> None:
+    """Replay sends the later events of the same stream only, priming events skipped."""
+    store = InMemoryEventStore()
+    priming = await store.store_event("a", None)
+    await store.store_event("a", _note("a1"))
+    await store.store_event("b", _note("b1"))
+    await store.store_event("a", _note("a2"))
+    assert await _replayed(store, priming) == ("a", ["a1", "a2"])
+    assert await _replayed(store, "999") == (None, [])
+
+
+@pytest.mark.anyio
+async def test_in_memory_store_forgets_the_oldest_beyond_its_bound() -> None:
+    """At ``max_events`` the oldest event goes; an evicted id can no longer be resumed from."""
+    store = InMemoryEventStore(max_events=2)
+    first = await store.store_event("a", _note("1"))
+    second = await store.store_event("a", _note("2"))
+    await store.store_event("a", _note("3"))
+    assert len(store) == 2
+    assert await _replayed(store, first) == (None, [])
+    assert await _replayed(store, second) == ("a", ["3"])
+
+
+@pytest.mark.anyio
+async def test_session_scoped_store_keeps_sessions_apart() -> None:
+    """Two sessions using request id 1 never see each other's events."""
+    shared = InMemoryEventStore()
+    alice, bob = SessionScopedEventStore(shared, "alice"), SessionScopedEventStore(shared, "bob")
+    alice_start = await alice.store_event("1", None)
+    await bob.store_event("1", _note("bob"))
+    await alice.store_event("1", _note("alice"))
+    assert await _replayed(alice, alice_start) == ("1", ["alice"])
+    assert await _replayed(bob, alice_start) == (None, [])
+
+
+def test_plugin_registers_transports_and_settings(kernel_with: Callable[..., Kernel]) -> None:
+    """``http``/``sse`` server transports, the http(s) client transport and the ``http`` settings."""
+    kernel = kernel_with(toolkernel_http.plugin)
+    assert {"http", "sse"} <= set(kernel.server_transports)
+    assert kernel.client_transports.for_target("https://example.com/mcp") == "http"
+    assert kernel.client_transports.for_target("http://127.0.0.1:1/mcp") == "http"
+    assert "http" in kernel.settings_models
+
+
+@pytest.mark.anyio
+async def test_mounted_under_a_parent_app(tk_server: MCPServer) -> None:
+    """Mounted at /tools with the parent running its lifespan: Streamable HTTP and legacy SSE both work."""
+    mcp = asgi_app(tk_server)
+    parent = Starlette(routes=[Mount("/tools", app=mcp)], lifespan=mcp.lifespan)
+    with anyio.fail_after(TIMEOUT_S):
+        async with serving(parent) as base:
+            async with Client(streamable_http_client(f"{base}/tools/mcp"), mode="legacy") as client:  # type: ignore[arg-type]
+                assert (await client.call_tool("echo", {"text": "mounted"})).content[0].text == "mounted"  # type: ignore[union-attr]
+            async with Client(sse_client(f"{base}/tools/sse"), mode="legacy") as client:  # type: ignore[arg-type]
+                assert (await client.call_tool("echo", {"text": "sse"})).content[0].text == "sse"  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_unstarted_app_says_how_to_start_it(tk_server: MCPServer) -> None:
+    """Mounted without its lifespan, the app answers 500 with a JSON-RPC error naming the fix."""
+    parent = Starlette(routes=[Mount("/tools", app=asgi_app(tk_server))])
+    transport = httpx.ASGITransport(app=parent)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        response = await client.post(
+            "/tools/mcp",
+            content=b"{}",
+            headers={"content-type": "application/json", "accept": "application/json, text/event-stream"},
+        )
+    assert response.status_code == 500
+    assert "lifespan" in response.json()["error"]["message"]
+
+
+class _SessionLog:
+    """Records the session events the kernel fires."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    @hookimpl
+    def on_session_start(self, event: SessionEvent) -> None:
+        self.events.append(("start", event.transport))
+
+    @hookimpl
+    def on_session_stop(self, event: SessionEvent) -> None:
+        self.events.append(("stop", event.transport))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_kernel_serves_through_the_registered_transport(transport: str) -> None:
+    """``kernel.serve(server, NAME, ServeOptions(...))`` serves until cancelled, then stops cleanly."""
+    log = _SessionLog()
+    kernel = Kernel(load_entry_points=False, plugins=[toolkernel_http.plugin, log])
+    server = make_server()
+    server._kernel = kernel
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp" if transport == "http" else f"http://127.0.0.1:{port}/sse"
+    with anyio.fail_after(TIMEOUT_S):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kernel.serve, server, transport, ServeOptions(port=port))
+            async with Client(kernel.client_transport(url), mode="legacy") as client:  # type: ignore[arg-type]
+                assert (await client.call_tool("echo", {"text": "kernel"})).content[0].text == "kernel"  # type: ignore[union-attr]
+            tg.cancel_scope.cancel()
+    if transport == "sse":
+        assert log.events == [("start", "sse"), ("stop", "sse")]
