@@ -58,6 +58,20 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 _counter = itertools.count()
 
 
+@pytest.fixture(autouse=True)
+def _no_ambient_configuration(monkeypatch):
+    """The developer's own plugin selection or config file must not change what the docs show."""
+    for var in (
+        "TOOLKERNEL_CONFIG",
+        "TOOLKERNEL_LOAD_PLUGINS",
+        "TOOLKERNEL_DISABLE_PLUGINS",
+        "TOOLKERNEL_STRICT_PLUGINS",
+        "TOOLKERNEL_LOG_LEVEL",
+        "OTEL_TRACES_EXPORTER",
+    ):
+        monkeypatch.delenv(var, raising=False)
+
+
 def load_example(relative: str) -> ModuleType:
     """Import ``docs/examples/<relative>`` as a fresh module (its module-level state starts empty)."""
     path = EXAMPLES / relative
@@ -1255,6 +1269,22 @@ async def test_observability_protocol_errors_and_trace_context(kernel, spans):
     sent, served = finished["MCP send tools/call echo"], finished["tools/call echo"]
     assert served.parent.span_id == sent.context.span_id
     assert served.context.trace_id == sent.context.trace_id
+
+
+@pytest.mark.anyio
+async def test_observability_no_provider_no_spans(kernel_with, spans, monkeypatch):
+    from opentelemetry import trace
+
+    from toolkernel import _telemetry
+
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)  # as in a process that never set one up
+    assert _telemetry.tracing_enabled() is False
+    plugin = load_example("hooks/on_tool_input_start.py")
+    async with connect_in_memory(load_example("echo_server.py").app, kernel=kernel_with(plugin)) as client:
+        result = await client.call_tool("echo", {"text": "hi"})
+    assert result.content[0].text == "hi"
+    assert plugin.calls == {"echo": 1}
+    assert [s.name for s in spans.get_finished_spans() if not s.name.startswith("MCP ")] == []
 
 
 def test_observability_logs_are_json_on_stderr_with_level_from_env():
