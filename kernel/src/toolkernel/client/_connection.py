@@ -1,0 +1,577 @@
+"""One server's connection: a state machine run as a task, reconnecting by the policy.
+
+States: ``pending`` → (``authenticating``, HTTP only) → ``connecting`` → ``connected`` →
+``discovering`` → ``ready``; ``failed`` from any of them; ``closed`` once removed. A
+lost connection goes ``failed`` and, while the restart policy allows, back to
+``connecting`` after a backoff. Every wait is bounded: connecting and discovering by
+the connect timeout, a request by its timeout (which progress can extend up to the
+policy's hard cap), a liveness probe by the request timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import anyio
+
+from toolkernel._logging import get_logger
+from toolkernel.client.config import HTTPServerConfig, RestartPolicy, StdioServerConfig
+from toolkernel.client.errors import CONNECTION_CLOSED, REQUEST_CANCELLED, REQUEST_TIMEOUT
+from toolkernel.errors import ConfigError, MCPClientError
+
+if TYPE_CHECKING:
+    import mcp_types as types
+    from mcp.client import Client
+    from mcp.client.session import ClientRequestContext
+
+    from toolkernel.client._client import MCPClient
+    from toolkernel.transports import TransportStreams
+
+ServerState = Literal[
+    "pending", "authenticating", "connecting", "connected", "discovering", "ready", "failed", "closed"
+]
+T = TypeVar("T")
+ProgressCallback = Callable[[float, float | None, str | None], Any]
+
+_PAGE_CAP = 100
+_log = get_logger("toolkernel.client")
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A server moved from ``old`` to ``new``; ``error`` says why when ``new`` is ``failed``."""
+
+    server: str
+    old: ServerState
+    new: ServerState
+    error: str | None = None
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class ServerSnapshot:
+    """What :meth:`MCPClient.get_servers` reports for one server, as of the call."""
+
+    name: str
+    state: ServerState
+    config: StdioServerConfig | HTTPServerConfig
+    error: str | None = None
+    attempt: int = 0
+    protocol_version: str | None = None
+    server_info: types.Implementation | None = None
+    capabilities: types.ServerCapabilities | None = None
+    instructions: str | None = None
+    tools: list[types.Tool] = field(default_factory=list)
+    prompts: list[types.Prompt] = field(default_factory=list)
+    resources: list[types.Resource] = field(default_factory=list)
+    resource_templates: list[types.ResourceTemplate] = field(default_factory=list)
+
+
+class _WatchedRead:
+    """The transport's read stream, telling the connection when it ends."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedRead:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._on_end()
+        await self.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _watched(
+    transport: contextlib.AbstractAsyncContextManager[TransportStreams], on_end: Callable[[], None]
+) -> AsyncIterator[Any]:
+    async with transport as (read, write):
+        yield _WatchedRead(read, on_end), write
+
+
+class ServerConnection:
+    """Runs, watches and re-runs one server's connection; requests go through :meth:`request`."""
+
+    def __init__(self, name: str, config: StdioServerConfig | HTTPServerConfig, owner: MCPClient) -> None:
+        self.name = name
+        self.config = config
+        self.owner = owner
+        self.state: ServerState = "pending"
+        self.error: str | None = None
+        self.attempt = 0
+        self.exhausted = False
+        self.client: Client | None = None
+        self.tools: list[types.Tool] = []
+        self.prompts: list[types.Prompt] = []
+        self.resources: list[types.Resource] = []
+        self.resource_templates: list[types.ResourceTemplate] = []
+        self.subscriptions: set[str] = set()
+        self.log_level: types.LoggingLevel | None = None
+        self.progress_routes: dict[str | int, Callable[[float, float | None, str | None], None]] = {}
+        self._changed = anyio.Event()
+        self._lost = anyio.Event()
+        self._lost_reason = "connection lost"
+        self._probe_now = anyio.Event()
+        self._stale: set[str] = set()
+        self._stale_event = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self.done = anyio.Event()
+
+    # -- timing -------------------------------------------------------------------------
+
+    @property
+    def timeout(self) -> float:
+        """Default request timeout for this server."""
+        return self.config.timeout or self.owner.config.timeout
+
+    @property
+    def connect_timeout(self) -> float:
+        """Seconds to connect and discover."""
+        return self.config.connect_timeout or self.owner.config.connect_timeout
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        if self.config.restart is not None:
+            return self.config.restart
+        policy = self.owner.config.policy
+        return policy.stdio_restart if isinstance(self.config, StdioServerConfig) else policy.http_reconnect
+
+    # -- state ----------------------------------------------------------------------------
+
+    def _set_state(self, new: ServerState, error: str | None = None) -> None:
+        old = self.state
+        self.state = new
+        self.error = error if new == "failed" else None
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+        if old != new:
+            level = "warning" if new == "failed" else "debug"
+            getattr(_log, level)("server state", server=self.name, old=old, new=new, error=error)
+            self.owner._post("state", StateChange(self.name, old, new, self.error, self.attempt))
+
+    def snapshot(self) -> ServerSnapshot:
+        client = self.client
+        session = client.session if client is not None and client._session is not None else None
+        return ServerSnapshot(
+            name=self.name,
+            state=self.state,
+            config=self.config,
+            error=self.error,
+            attempt=self.attempt,
+            protocol_version=session.protocol_version if session else None,
+            server_info=session.server_info if session else None,
+            capabilities=session.server_capabilities if session else None,
+            instructions=session.instructions if session else None,
+            tools=list(self.tools),
+            prompts=list(self.prompts),
+            resources=list(self.resources),
+            resource_templates=list(self.resource_templates),
+        )
+
+    async def wait_settled(self, limit: float) -> None:
+        """Wait (at most ``limit`` seconds) until the server is ready, or failed with no retry left."""
+        with anyio.move_on_after(limit):
+            while not (self.state in ("ready", "closed") or (self.state == "failed" and self.exhausted)):
+                await self._changed.wait()
+
+    async def ready_client(self, wait: float) -> Client:
+        """The live SDK client, waiting up to ``wait`` seconds for a reconnect in progress."""
+        with anyio.move_on_after(wait):
+            while True:
+                if self.state == "ready" and self.client is not None:
+                    return self.client
+                if self.state == "closed" or (self.state == "failed" and self.exhausted):
+                    break
+                await self._changed.wait()
+        detail = f": {self.error}" if self.error else ""
+        if self.state == "closed":
+            raise MCPClientError(self.name, "server was removed", CONNECTION_CLOSED)
+        if self.exhausted:
+            raise MCPClientError(self.name, f"server is unavailable (failed, no retry left){detail}")
+        raise MCPClientError(
+            self.name, f"server not ready after {wait:.1f}s (state {self.state}{detail})", REQUEST_TIMEOUT
+        )
+
+    def report_lost(self, reason: str) -> None:
+        """A request saw the connection go: tear it down and reconnect."""
+        if self.state == "ready" and not self._lost.is_set():
+            self._lost_reason = reason
+            self._lost.set()
+
+    # -- the task ---------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect, serve, reconnect by the policy, until cancelled or out of attempts."""
+        try:
+            with anyio.CancelScope() as self._scope:
+                task_status.started()
+                await self._loop()
+        finally:
+            self.client = None
+            self.done.set()
+
+    def cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _loop(self) -> None:
+        failures = 0
+        while True:
+            self.exhausted = False
+            reached_ready = False
+            try:
+                reached_ready = await self._connect_and_serve()
+                error = self._lost_reason
+            except ConfigError as exc:
+                self.exhausted = True
+                self._set_state("failed", str(exc))
+                return
+            except Exception as exc:
+                error = _describe(exc)
+            failures = 1 if reached_ready else failures + 1
+            policy = self.restart_policy
+            self.attempt = failures
+            if failures > policy.max_attempts:
+                self.exhausted = True
+                self._set_state("failed", f"{error} (gave up after {policy.max_attempts} reconnects)")
+                return
+            self._set_state("failed", error)
+            await anyio.sleep(policy.backoff(failures))
+
+    async def _connect_and_serve(self) -> bool:
+        """One connection's life; returns whether it got to ready (then it was lost)."""
+        from mcp.client import Client
+
+        self._lost = anyio.Event()
+        self._lost_reason = "connection lost"
+        owner = self.owner
+        connected = False
+        with anyio.CancelScope(deadline=anyio.current_time() + self.connect_timeout) as connect_scope:
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    if isinstance(self.config, HTTPServerConfig):
+                        self._set_state("authenticating")
+                    self._set_state("connecting")
+                    transport = _watched(self._open_transport(), self._on_stream_end)
+                    client = Client(
+                        transport,
+                        mode=self.config.protocol,
+                        read_timeout_seconds=owner.config.policy.max_timeout + 5,
+                        sampling_callback=self._sampling if owner._sampling_handler else None,
+                        elicitation_callback=self._elicitation if owner._elicitation_handler else None,
+                        list_roots_callback=self._roots if owner._roots is not None else None,
+                        logging_callback=self._logging,
+                        message_handler=self._on_message,
+                        client_info=owner._client_info,
+                        cache=None,
+                    )
+                    await stack.enter_async_context(client)
+                    self.client = client
+                    stack.callback(self._forget_client)
+                    connected = True
+                    self._set_state("connected")
+                    self._set_state("discovering")
+                    await self._discover(client)
+                    connect_scope.deadline = math.inf
+                    self._set_state("ready")
+                    owner._post("tools_changed", self.name)
+                    await self._watch(client)
+                    return True
+            except BaseException as exc:
+                if isinstance(exc, ConfigError) or isinstance(_leaf(exc), ConfigError):
+                    raise _leaf(exc) from None
+                leaf = _leaf(exc)
+                if leaf is not exc and isinstance(leaf, Exception):
+                    raise leaf from None
+                raise
+        phase = "discovering" if connected else "connecting"
+        raise TimeoutError(f"{phase} timed out after {self.connect_timeout:.1f}s")
+
+    def _forget_client(self) -> None:
+        self.client = None
+
+    def _open_transport(self) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
+        from toolkernel.transports import ClientTransportOptions
+
+        config = self.config
+        kernel = self.owner.kernel
+        if isinstance(config, StdioServerConfig):
+            options = ClientTransportOptions(
+                env=config.env,
+                cwd=config.cwd,
+                connect_timeout=self.connect_timeout,
+                extra={"stderr": "devnull"} if config.stderr == "devnull" else {},
+            )
+            return kernel.client_transport([config.command, *config.args], options, name="stdio")
+        transport = {"auto": "auto", "streamable-http": "streamable", "sse": "sse"}[config.transport]
+        options = ClientTransportOptions(
+            headers=config.headers,
+            connect_timeout=self.connect_timeout,
+            read_timeout=config.sse_read_timeout,
+            extra={"transport": transport},
+        )
+        try:
+            name = kernel.client_transports.for_target(config.url)
+        except LookupError as exc:
+            raise ConfigError(str(exc)) from None
+        return kernel.client_transport(config.url, options, name=name)
+
+    def _on_stream_end(self) -> None:
+        self.report_lost("the server closed the connection")
+        if self.state != "ready":
+            self._lost_reason = "the server closed the connection"
+            self._lost.set()
+
+    async def _discover(self, client: Client) -> None:
+        caps = client.server_capabilities
+        self.tools = await _paged(client.list_tools, "tools") if caps.tools is not None else []
+        if caps.prompts is not None:
+            self.prompts = await _paged(client.list_prompts, "prompts")
+        else:
+            self.prompts = []
+        if caps.resources is not None:
+            self.resources = await _paged(client.list_resources, "resources")
+            self.resource_templates = await _paged(client.list_resource_templates, "resource_templates")
+        else:
+            self.resources, self.resource_templates = [], []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            if self.log_level is not None:
+                await client.session.set_logging_level(self.log_level)
+            for uri in sorted(self.subscriptions):
+                await client.session.subscribe_resource(uri)
+
+    async def _watch(self, client: Client) -> None:
+        policy = self.owner.config.policy
+        probing = policy.heartbeat_interval is not None and (
+            isinstance(self.config, HTTPServerConfig) or policy.heartbeat_stdio
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._refresher, client)
+            if probing:
+                tg.start_soon(self._heartbeat, client)
+            await self._lost.wait()
+            tg.cancel_scope.cancel()
+
+    async def _heartbeat(self, client: Client) -> None:
+        interval = self.owner.config.policy.heartbeat_interval or 10.0
+        while True:
+            with anyio.move_on_after(interval):
+                await self._probe_now.wait()
+            self._probe_now = anyio.Event()
+            try:
+                with anyio.fail_after(min(self.timeout, max(interval, 5.0))):
+                    await self._probe(client)
+            except Exception as exc:
+                self.report_lost(f"liveness probe failed: {_describe(exc)}")
+                return
+
+    async def _probe(self, client: Client) -> None:
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        if client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                await client.session.send_ping()
+        else:
+            await client.list_tools(cache_mode="bypass")
+
+    async def _refresher(self, client: Client) -> None:
+        while True:
+            await self._stale_event.wait()
+            self._stale_event = anyio.Event()
+            stale, self._stale = self._stale, set()
+            try:
+                with anyio.fail_after(self.timeout):
+                    if "tools" in stale:
+                        self.tools = await _paged(client.list_tools, "tools")
+                        self.owner._post("tools_changed", self.name)
+                        self.owner._post("tool_list_changed", self.name)
+                    if "prompts" in stale:
+                        self.prompts = await _paged(client.list_prompts, "prompts")
+                        self.owner._post("prompt_list_changed", self.name)
+                    if "resources" in stale:
+                        self.resources = await _paged(client.list_resources, "resources")
+                        self.resource_templates = await _paged(
+                            client.list_resource_templates, "resource_templates"
+                        )
+                        self.owner._post("resource_list_changed", self.name)
+            except Exception as exc:
+                _log.warning("refreshing lists failed", server=self.name, error=_describe(exc))
+
+    # -- what the server sends --------------------------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        import mcp_types as types
+
+        if isinstance(message, Exception):
+            _log.debug("transport reported an error", server=self.name, error=_describe(message))
+            self._probe_now.set()
+            return
+        if isinstance(message, types.ProgressNotification):
+            p = message.params
+            route = self.progress_routes.get(p.progress_token)
+            if route is not None:
+                route(p.progress, p.total, p.message)
+            self.owner._post("progress", (self.name, p))
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            self.owner._post("resource_updated", (self.name, str(message.params.uri)))
+        elif isinstance(message, types.ToolListChangedNotification):
+            self._mark_stale("tools")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._mark_stale("prompts")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._mark_stale("resources")
+
+    def _mark_stale(self, what: str) -> None:
+        self._stale.add(what)
+        self._stale_event.set()
+
+    async def _logging(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.owner._post("log", (self.name, params))
+
+    async def _sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
+        return await self.owner._answer(self.name, "sampling", params)
+
+    async def _elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> Any:
+        return await self.owner._answer(self.name, "elicitation", params)
+
+    async def _roots(self, context: ClientRequestContext) -> Any:
+        import mcp_types as types
+
+        return types.ListRootsResult(roots=list(self.owner._roots or []))
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def request(
+        self,
+        what: str,
+        op: Callable[[Client, dict[str, Any]], Awaitable[T]],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
+        run_id: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> T:
+        """Run ``op(client, meta)`` with a bounded wait; ``meta`` carries the progress token.
+
+        The timeout restarts on each progress notification (when the policy says so), never
+        past the policy's ``max_timeout``. Errors come out as :class:`MCPClientError`.
+        """
+        policy = self.owner.config.policy
+        limit = timeout if timeout is not None else self.timeout
+        cap = max(policy.max_timeout, limit)
+        start = anyio.current_time()
+        client = await self.ready_client(min(limit, self.connect_timeout))
+        token = run_id if run_id is not None else uuid.uuid4().hex
+        if token in self.progress_routes:
+            raise ConfigError(f"run id {token!r} is already in use on server {self.name!r}")
+        scope = anyio.CancelScope(deadline=anyio.current_time() + limit)
+        cancelled_by_user = False
+
+        def progressed(progress: float, total: float | None, message: str | None) -> None:
+            if policy.progress_extends_timeout:
+                scope.deadline = min(anyio.current_time() + limit, start + cap)
+            if on_progress is not None:
+                try:
+                    on_progress(progress, total, message)
+                except Exception:
+                    _log.exception("progress callback failed", server=self.name)
+
+        def cancel() -> None:
+            nonlocal cancelled_by_user
+            cancelled_by_user = True
+            scope.cancel()
+
+        self.progress_routes[token] = progressed
+        self.owner._runs[str(token)] = cancel
+        try:
+            with scope:
+                return await op(client, {"progressToken": token})
+        except MCPClientError:
+            raise
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc, what) from exc
+        finally:
+            self.progress_routes.pop(token, None)
+            self.owner._runs.pop(str(token), None)
+        if cancelled_by_user:
+            raise MCPClientError(self.name, f"{what} was cancelled (run id {token})", REQUEST_CANCELLED)
+        elapsed = anyio.current_time() - start
+        raise MCPClientError(self.name, f"{what} timed out after {elapsed:.1f}s", REQUEST_TIMEOUT)
+
+    def _translate(self, exc: Exception, what: str) -> MCPClientError:
+        from mcp.shared.exceptions import MCPError
+        from pydantic import ValidationError
+
+        if isinstance(exc, MCPError):
+            if exc.code == CONNECTION_CLOSED:
+                self.report_lost("the connection closed during a request")
+                return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
+            return MCPClientError(self.name, f"{what}: {exc.message}", exc.code)
+        if isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream):
+            self.report_lost("the connection closed during a request")
+            return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
+        if isinstance(exc, RuntimeError) and "async context manager" in str(exc):
+            return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
+        if isinstance(exc, ValidationError):
+            return MCPClientError(self.name, f"{what}: the server sent an invalid result: {exc}")
+        return MCPClientError(self.name, f"{what}: {_describe(exc)}")
+
+
+async def _paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(_PAGE_CAP):
+        page = await fetch(cursor=cursor)
+        items.extend(getattr(page, attr))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    from mcp.shared.exceptions import MCPError
+
+    exc = _leaf(exc)
+    if isinstance(exc, MCPError):
+        return f"{exc.message} (code {exc.code})"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
