@@ -53,7 +53,8 @@ OWNED_DOCS = [
     HOOKS_MD,
 ]
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# The 2025-era features the docs describe (logging, sampling, ping, resources/subscribe) warn as deprecated.
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 _counter = itertools.count()
 
