@@ -20,7 +20,6 @@ import importlib.util
 import inspect
 import itertools
 import json
-import os
 import re
 import socket
 import subprocess
@@ -1288,15 +1287,31 @@ async def test_observability_no_provider_no_spans(kernel_with, spans, monkeypatc
     assert [s.name for s in spans.get_finished_spans() if not s.name.startswith("MCP ")] == []
 
 
-def test_observability_logs_are_json_on_stderr_with_level_from_env():
-    code = (
-        "from toolkernel._logging import get_logger; log = get_logger('demo'); "
-        "log.debug('hidden'); log.warning('shown', n=1)"
-    )
-    env = {**os.environ, "TOOLKERNEL_LOG_LEVEL": "warning"}
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert run.stdout == ""
-    [line] = run.stderr.splitlines()
+def test_observability_logs_are_json_on_stderr_with_level_from_env(monkeypatch, capsys):
+    import io
+    import logging
+
+    import structlog
+
+    from toolkernel import _logging
+
+    stderr = io.StringIO()  # not a terminal: JSON lines
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setenv("TOOLKERNEL_LOG_LEVEL", "warning")
+    monkeypatch.setattr(_logging, "_configured", False)
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    try:
+        _logging.configure_logging()
+        log = _logging.get_logger("demo")
+        log.info("hidden")
+        log.warning("shown", n=1)
+    finally:
+        structlog.reset_defaults()
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+    assert capsys.readouterr().out == ""
+    [line] = stderr.getvalue().splitlines()
     event = json.loads(line)
     assert (event["event"], event["level"], event["n"]) == ("shown", "warning", 1)
     assert "timestamp" in event
