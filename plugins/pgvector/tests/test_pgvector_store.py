@@ -13,7 +13,7 @@ import pytest
 from toolkernel.errors import ConfigError
 from toolkernel.testing.services import PostgresService
 from toolkernel.testing.stores import VectorStoreContract
-from toolkernel.vectors import VectorInputError, VectorStoreError
+from toolkernel.vectors import IndexNotFoundError, VectorInputError, VectorStoreError
 from toolkernel_pgvector import create_store
 from toolkernel_pgvector.store import PgVectorStore
 
@@ -145,6 +145,26 @@ async def test_ivfflat_probes_trade_recall(postgres: PostgresService) -> None:
         exact = np.argsort(np.linalg.norm(np.asarray(data) - np.asarray(queries[0]), axis=1))[:10]
         assert all_lists == [f"p{i}" for i in exact]
         assert await found(20) == 200
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_reindex_relearns_ivfflat_lists_from_the_data(postgres: PostgresService) -> None:
+    store = create_store(dsn=postgres.uri, schema="reindex", index_type="ivfflat", ivfflat_lists=10)
+    try:
+        await store.create_index("grown", DIM, "cosine")
+        data = _vectors(500, seed=9)
+        for start in range(0, 500, 100):  # small batches: the lists stay those learned from an empty table
+            await store.upsert(
+                "grown", [f"g{i}" for i in range(start, start + 100)], data[start : start + 100]
+            )
+        await store.reindex("grown")
+        assert any("USING ivfflat" in d for d in await _index_defs(postgres, "reindex"))
+        hits = await store.query("grown", data[123], top_k=1)
+        assert hits[0].id == "g123"
+        with pytest.raises(IndexNotFoundError):
+            await store.reindex("missing")
     finally:
         await store.aclose()
 

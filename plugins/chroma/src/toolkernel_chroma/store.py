@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+import httpx
 
 from toolkernel.filters import Filter, coerce_filter, require_supported
 from toolkernel.vectors import (
@@ -90,7 +91,7 @@ class ChromaStore:
             )
         except ValueError as exc:
             raise VectorInputError(f"vector store 'chroma': {exc}") from exc
-        except ChromaError as exc:
+        except (ChromaError, httpx.HTTPError) as exc:
             raise VectorStoreError(f"vector store 'chroma': {type(exc).__name__}: {exc}") from exc
 
     async def _get_client(self) -> ClientAPI:
