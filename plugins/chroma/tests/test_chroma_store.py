@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -12,7 +13,7 @@ import pytest
 
 from toolkernel.errors import ConfigError
 from toolkernel.filters import matches
-from toolkernel.testing.services import ChromaService, free_port
+from toolkernel.testing.services import ChromaService, ServiceStartError, chroma_server, free_port
 from toolkernel.testing.stores import VectorStoreContract
 from toolkernel.vectors import IndexNotFoundError, UnsupportedFilterError, VectorInputError, VectorStoreError
 from toolkernel_chroma import create_store
@@ -200,3 +201,13 @@ def test_plugin_registers_the_store_without_importing_chromadb() -> None:
         "assert 'chromadb' not in sys.modules, 'chromadb was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_server_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        failed = pytest.raises(ServiceStartError, match=r"(?s)chroma run exited with code .*log tail:\n.+")
+        with failed, chroma_server(tmp_path, port=port, timeout=60):
+            pytest.fail("chroma run started on a port that is taken")
