@@ -56,9 +56,11 @@ class HTTPServerOptions(BaseModel):
 
     @model_validator(mode="after")
     def _check_event_store(self) -> HTTPServerOptions:
+        if self.event_store is None:
+            return self  # nothing to check: keep the SDK unimported while settings are validated
         from mcp.server.streamable_http import EventStore
 
-        if self.event_store is not None and not isinstance(self.event_store, EventStore):
+        if not isinstance(self.event_store, EventStore):
             raise ValueError("event_store must be an mcp.server.streamable_http.EventStore")
         return self
 
