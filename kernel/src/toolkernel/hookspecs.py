@@ -57,6 +57,8 @@ def register_server_transports(registry: ServerTransportRegistry) -> None:
     ``toolkernel serve --transport NAME`` picks the transport by name. The built-in
     ``stdio`` transport is registered through this hook.
 
+    Example: ``docs/examples/hooks/tcp_transport.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -69,6 +71,8 @@ def register_client_transports(registry: ClientTransportRegistry) -> None:
         options)`` returns an async context manager yielding the SDK's ``(read, write)``
         stream pair. ``schemes`` lists the URL schemes the transport answers for; an
         empty tuple means a command line (stdio).
+
+    Example: ``docs/examples/hooks/tcp_transport.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -85,6 +89,8 @@ def register_auth_providers(registry: AuthProviderRegistry) -> None:
 
     :param registry: ``registry.add(name, factory)``; ``factory(settings)`` returns an
         :class:`~toolkernel.auth.AuthProvider`.
+
+    Example: ``docs/examples/hooks/register_auth_providers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -103,6 +109,8 @@ def register_vector_stores(registry: VectorStoreRegistry) -> None:
         :class:`~toolkernel.vectors.VectorStore`. Import the backend library inside the
         factory, never at module level, so listing plugins stays cheap.
 
+    Example: ``docs/examples/hooks/register_vector_stores.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -114,6 +122,8 @@ def register_embedders(registry: EmbedderRegistry) -> None:
     :param registry: ``registry.add(provider, factory)``; ``factory(model, **options)``
         returns an :class:`~toolkernel.embedders.Embedder`.
 
+    Example: ``docs/examples/hooks/register_embedders.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -124,6 +134,8 @@ def register_rerankers(registry: RerankerRegistry) -> None:
 
     :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
         :class:`~toolkernel.rerankers.Reranker`.
+
+    Example: ``docs/examples/hooks/register_rerankers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -142,6 +154,8 @@ def register_tools(registry: ToolRegistry) -> None:
         :func:`~toolkernel.tool` or :func:`~toolkernel.create_tool`). A tool the server
         defines itself wins a name collision, with a warning.
 
+    Example: ``docs/examples/hooks/register_tools.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -153,6 +167,8 @@ def register_resources(registry: ResourceRegistry) -> None:
     :param registry: ``registry.add(resource)`` with a :class:`~toolkernel.Resource` or
         :class:`~toolkernel.ResourceTemplate`.
 
+    Example: ``docs/examples/hooks/register_resources.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -162,6 +178,8 @@ def register_prompts(registry: PromptRegistry) -> None:
     """Contribute prompts to every served :class:`~toolkernel.MCPServer`.
 
     :param registry: ``registry.add(prompt)`` with a :class:`~toolkernel.Prompt`.
+
+    Example: ``docs/examples/hooks/register_prompts.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -177,6 +195,8 @@ def register_tool_middleware(registry: MiddlewareRegistry) -> None:
         ``call_next`` to gate or answer from a cache; wrap it to time or rate-limit.
 
     Middleware runs in registration order, outermost first, before the server's own.
+
+    Example: ``docs/examples/hooks/register_tool_middleware.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -194,6 +214,8 @@ def on_tool_input_start(event: ToolEvent) -> Any:
     :param event: ``event.tool_name``, ``event.call_id``, ``event.context``.
     :return: ``None`` or an awaitable the kernel awaits.
 
+    Example: ``docs/examples/hooks/on_tool_input_start.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -206,6 +228,8 @@ def on_tool_input_delta(event: ToolEvent) -> Any:
         over MCP reports its full JSON arguments as one delta.
     :return: ``None`` or an awaitable the kernel awaits.
 
+    Example: ``docs/examples/hooks/on_tool_input_delta.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -216,6 +240,8 @@ def on_tool_input_available(event: ToolEvent) -> Any:
 
     :param event: ``event.input`` holds the validated arguments (a model or dict).
     :return: ``None`` or an awaitable the kernel awaits.
+
+    Example: ``docs/examples/hooks/on_tool_input_available.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -228,6 +254,8 @@ def on_tool_output(event: ToolEvent) -> Any:
     :param event: ``event.output`` holds what the tool returned; ``event.duration_s``.
     :return: ``None`` or an awaitable the kernel awaits.
 
+    Example: ``docs/examples/hooks/on_tool_output.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -238,6 +266,8 @@ def on_tool_error(event: ToolEvent) -> Any:
 
     :param event: ``event.error`` holds the exception; ``event.duration_s``.
     :return: ``None`` or an awaitable the kernel awaits.
+
+    Example: ``docs/examples/hooks/on_tool_error.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -255,6 +285,8 @@ def on_server_start(server: MCPServer) -> Any:
     :param server: the :class:`~toolkernel.MCPServer` being served.
     :return: ``None`` or an awaitable the kernel awaits before serving.
 
+    Example: ``docs/examples/hooks/on_server_start.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -265,6 +297,8 @@ def on_server_stop(server: MCPServer) -> Any:
 
     :param server: the :class:`~toolkernel.MCPServer` that stopped.
     :return: ``None`` or an awaitable the kernel awaits.
+
+    Example: ``docs/examples/hooks/on_server_stop.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -278,6 +312,8 @@ def on_session_start(event: SessionEvent) -> Any:
         on stdio).
     :return: ``None`` or an awaitable the kernel awaits.
 
+    Example: ``docs/examples/hooks/on_session_start.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -288,6 +324,8 @@ def on_session_stop(event: SessionEvent) -> Any:
 
     :param event: as for :func:`on_session_start`.
     :return: ``None`` or an awaitable the kernel awaits.
+
+    Example: ``docs/examples/hooks/on_session_stop.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
@@ -308,6 +346,8 @@ def register_settings(registry: SettingsRegistry) -> None:
         errors name the plugin and the field path. Read the result with
         ``kernel.settings(name)``.
 
+    Example: ``docs/examples/hooks/register_settings.py`` (run by ``tests/test_docs.py``).
+
     .. versionadded:: 0.1
     """
 
@@ -319,6 +359,8 @@ def register_commands(registry: CommandRegistry) -> None:
     :param registry: ``registry.add(name, configure, run, help=...)``; ``configure`` adds
         arguments to an :class:`argparse.ArgumentParser`, ``run(args, kernel)`` returns
         an exit code (or an awaitable of one).
+
+    Example: ``docs/examples/hooks/register_commands.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
     """
