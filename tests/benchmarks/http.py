@@ -1,0 +1,504 @@
+"""HTTP benchmark: toolkernel-http against FastMCP, the SDK's MCPServer and a bare Starlette echo.
+
+Not a test (the root pytest config skips tests/benchmarks); run it from the repo root:
+
+    .venv/bin/python tests/benchmarks/http.py            # full run, writes results/http.json
+    .venv/bin/python tests/benchmarks/http.py --quick    # smoke run, writes nothing
+    .venv/bin/python tests/benchmarks/http.py --only toolkernel --only fastmcp --mode stateless-json
+
+The same echo tool served four ways (the CONTENDERS table), each by its own uvicorn process
+(default loop and HTTP parser, so uvloop/httptools when installed, for all of them alike):
+
+* ``toolkernel``: ``python -m toolkernel serve docs/examples/echo_server.py:app --transport http``,
+  the mode set through ``TOOLKERNEL_HTTP_STATELESS`` / ``TOOLKERNEL_HTTP_JSON_RESPONSE``
+  (defaults otherwise: DNS-rebinding checks on, resumable event store in stateful mode);
+* ``fastmcp``: FastMCP 4.1.2 ``http_app(stateless_http=..., json_response=...)``;
+* ``sdk``: ``mcp.server.mcpserver.MCPServer.streamable_http_app(...)``;
+* ``raw``: a bare Starlette route parsing the JSON-RPC body and answering it (the floor).
+
+Two modes: ``stateless-json`` (no session, one JSON body per POST: the 2026-07-28 shape) and
+``stateful-sse`` (every client initializes its own Mcp-Session-Id, each answer is an SSE stream).
+
+The load generator is raw httpx, not the SDK client: ``--procs`` processes, together
+``--clients`` concurrent keep-alive clients, each posting ``tools/call echo`` back to back and
+checking every answer (ids match, the text comes back). All processes start measuring at the
+same instant and stop after ``--duration`` seconds. Contenders ALTERNATE inside every round
+(A B C D, A B C D, ...) so machine noise lands on all of them alike. Reported per contender and
+mode: calls/s (median over rounds, min, max), latency p50/p99 (pooled), and ratios against
+fastmcp and sdk.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# This file is named http.py: run as a script, its directory comes first on sys.path and would
+# shadow the standard library's http package (which httpx and uvicorn import).
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
+
+import argparse
+import asyncio
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+RESULTS = HERE / "results" / "http.json"
+PROTOCOL_VERSION = "2025-06-18"
+MODES = ("stateless-json", "stateful-sse")
+ACCEPT = "application/json, text/event-stream"
+PACKAGES = ("toolkernel", "toolkernel-http", "mcp", "fastmcp", "uvicorn", "starlette", "httpx", "uvloop")
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    note: str
+
+
+CONTENDERS = (
+    Contender("toolkernel", "toolkernel serve --transport http (toolkernel-http on the SDK session manager)"),
+    Contender("fastmcp", "FastMCP 4.x http_app under uvicorn"),
+    Contender("sdk", "mcp SDK MCPServer.streamable_http_app under uvicorn"),
+    Contender("raw", "bare Starlette route answering JSON-RPC, no MCP framework (the floor)"),
+)
+REFERENCES = ("fastmcp", "sdk")
+
+
+# -- servers (run in their own processes: --serve NAME) ------------------------------------------
+
+
+def _echo_result(request_id: Any, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+def _raw_app(mode: str) -> Any:
+    """The floor: parse the body, answer initialize and tools/call, nothing else."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    sse = mode == "stateful-sse"
+
+    async def mcp(request: Request) -> Response:
+        message = json.loads(await request.body())
+        if "id" not in message:
+            return Response(status_code=202)
+        if message["method"] == "initialize":
+            answer: dict[str, Any] = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "result": {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "raw", "version": "0"},
+                },
+            }
+        else:
+            answer = _echo_result(message["id"], message["params"]["arguments"]["text"])
+        headers = {"mcp-session-id": "raw-session"} if sse else {}
+        if sse:
+            return Response(
+                f"event: message\ndata: {json.dumps(answer)}\n\n",
+                media_type="text/event-stream",
+                headers=headers,
+            )
+        return Response(json.dumps(answer), media_type="application/json", headers=headers)
+
+    return Starlette(routes=[Route("/mcp", mcp, methods=["POST"])])
+
+
+def _fastmcp_app(stateless: bool, json_response: bool) -> Any:
+    from fastmcp import FastMCP
+
+    fast = FastMCP("echo")
+
+    @fast.tool
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    return fast.http_app(path="/mcp", stateless_http=stateless, json_response=json_response)
+
+
+def _sdk_app(stateless: bool, json_response: bool) -> Any:
+    from mcp.server.mcpserver import MCPServer
+
+    sdk = MCPServer("echo")
+
+    @sdk.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    return sdk.streamable_http_app(stateless_http=stateless, json_response=json_response)
+
+
+def _peer_app(name: str, mode: str) -> Any:
+    stateless = json_response = mode == "stateless-json"
+    if name == "raw":
+        return _raw_app(mode)
+    if name == "fastmcp":
+        return _fastmcp_app(stateless, json_response)
+    if name == "sdk":
+        return _sdk_app(stateless, json_response)
+    raise SystemExit(f"unknown peer {name!r}")
+
+
+def serve_peer(name: str, mode: str, port: int) -> None:
+    """Run one peer under uvicorn until killed."""
+    import uvicorn
+
+    uvicorn.run(_peer_app(name, mode), host="127.0.0.1", port=port, log_level="warning")
+
+
+def _server_command(name: str, mode: str, port: int) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ)
+    if name == "toolkernel":
+        env["TOOLKERNEL_HTTP_STATELESS"] = "true" if mode == "stateless-json" else "false"
+        env["TOOLKERNEL_HTTP_JSON_RESPONSE"] = "true" if mode == "stateless-json" else "false"
+        command = ["-m", "toolkernel", "serve", "docs/examples/echo_server.py:app", "--transport", "http"]
+        return [sys.executable, *command, "--port", str(port)], env
+    return [sys.executable, __file__, "--serve", name, "--mode", mode, "--port", str(port)], env
+
+
+# -- load generator (run in its own processes: --load URL) ---------------------------------------
+
+
+async def _load(url: str, mode: str, clients: int, go: Path, duration: float, tag: str) -> dict[str, Any]:
+    """One load process: open the clients, report ready, wait for ``go`` (the start time), then hammer."""
+    import httpx
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    calls = 0
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client_loop(http: httpx.AsyncClient, index: int) -> None:
+        nonlocal calls
+        headers = {
+            "accept": ACCEPT,
+            "content-type": "application/json",
+            "mcp-protocol-version": PROTOCOL_VERSION,
+        }
+        if mode == "stateful-sse":
+            init = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            }
+            opened = await http.post(url, json=init, headers=headers)
+            opened.raise_for_status()
+            headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            (await http.post(url, json=note, headers=headers)).raise_for_status()
+        request_id = 0
+        ready.append(index)
+        await started.wait()
+        while True:
+            request_id += 1
+            text = f"{tag}-{index}-{request_id}"
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": text}},
+                }
+            )
+            sent = time.perf_counter()
+            response = await http.post(url, content=body, headers=headers)
+            elapsed = time.perf_counter() - sent
+            now = time.time()
+            problem = _check(response, request_id, text)
+            if now < start_at:
+                if problem:
+                    errors.append(problem)
+                continue
+            if now > start_at + duration:
+                return
+            calls += 1
+            latencies.append(elapsed)
+            if problem:
+                errors.append(problem)
+
+    ready: list[int] = []
+    started = asyncio.Event()
+    start_at = 0.0
+
+    async def starter() -> None:
+        nonlocal start_at
+        while len(ready) < clients:  # noqa: ASYNC110 - a barrier across processes, by polling
+            await asyncio.sleep(0.01)
+        go.with_suffix(f".{tag}.ready").touch()
+        while not go.exists():  # noqa: ASYNC110, ASYNC240
+            await asyncio.sleep(0.01)
+        start_at = float(go.read_text())  # noqa: ASYNC240
+        started.set()
+
+    async with httpx.AsyncClient(limits=limits, timeout=30.0) as http, asyncio.TaskGroup() as tg:
+        tg.create_task(starter())
+        for index in range(clients):
+            tg.create_task(client_loop(http, index))
+    return {"calls": calls, "latencies": latencies, "errors": errors[:5], "error_count": len(errors)}
+
+
+def _check(response: Any, request_id: int, text: str) -> str | None:
+    """Why the answer to call ``request_id`` is wrong, or ``None``."""
+    if response.status_code != 200:
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        datas = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        answers = [json.loads(d) for d in datas if d]
+        answer = next((a for a in answers if a.get("id") == request_id), None)
+    else:
+        answer = json.loads(response.content)
+    if answer is None or answer.get("id") != request_id or "result" not in answer:
+        return f"bad answer: {str(answer)[:200]}"
+    got = answer["result"]["content"][0]["text"]
+    return None if got == text and not answer["result"].get("isError") else f"wrong text {got!r}"
+
+
+# -- orchestration ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server for {url} exited with {proc.returncode}")
+        try:
+            httpx.post(
+                url, content=b"{}", headers={"content-type": "application/json", "accept": ACCEPT}, timeout=2
+            )
+            return
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    raise SystemExit(f"server at {url} not ready after {timeout} s")
+
+
+@contextlib.contextmanager
+def _servers(names: list[str], mode: str, timeout: float) -> Iterator[dict[str, str]]:
+    """Start every contender's server for ``mode``; yield name -> URL; stop them all."""
+    procs: list[subprocess.Popen[bytes]] = []
+    urls: dict[str, str] = {}
+    try:
+        for name in names:
+            port = _free_port()
+            command, env = _server_command(name, mode, port)
+            procs.append(subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.DEVNULL))
+            urls[name] = f"http://127.0.0.1:{port}/mcp"
+        for name, proc in zip(names, procs, strict=True):
+            _wait_ready(urls[name], proc, timeout)
+        yield urls
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def _run_load(
+    url: str, mode: str, clients: int, procs: int, duration: float, warmup: float
+) -> dict[str, Any]:
+    """Drive ``url`` from ``procs`` processes; pooled calls, latencies and errors."""
+    with tempfile.TemporaryDirectory() as tmp:
+        go = Path(tmp) / "go"
+        outs = [Path(tmp) / f"load{i}.json" for i in range(procs)]
+        per_proc = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+        workers = [
+            subprocess.Popen(
+                [
+                    *(sys.executable, __file__, "--load", url, "--mode", mode, "--clients", str(n)),
+                    *("--go", str(go), "--duration", str(duration)),
+                    *("--result", str(out), "--tag", f"p{i}"),
+                ],
+                cwd=REPO,
+            )
+            for i, (n, out) in enumerate(zip(per_proc, outs, strict=True))
+        ]
+        deadline = time.monotonic() + 120
+        while not all(go.with_suffix(f".p{i}.ready").exists() for i in range(procs)):
+            if time.monotonic() > deadline or any(w.poll() is not None for w in workers):
+                raise SystemExit(f"load generators for {url} did not get ready")
+            time.sleep(0.02)
+        go.write_text(repr(time.time() + warmup))
+        for worker in workers:
+            worker.wait(timeout=warmup + duration + 120)
+        results = [json.loads(out.read_text()) for out in outs]
+    latencies = sorted(lat for r in results for lat in r["latencies"])
+    errors = [e for r in results for e in r["errors"]]
+    return {
+        "calls": sum(r["calls"] for r in results),
+        "calls_per_s": sum(r["calls"] for r in results) / duration,
+        "latencies": latencies,
+        "error_count": sum(r["error_count"] for r in results),
+        "errors": errors[:5],
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--duration", type=float, default=5.0, help="measured seconds per contender per round"
+    )
+    parser.add_argument(
+        "--warmup", type=float, default=2.0, help="unmeasured seconds before each measurement"
+    )
+    parser.add_argument("--clients", type=int, default=32, help="concurrent clients in all")
+    parser.add_argument("--procs", type=int, default=2, help="load generator processes")
+    parser.add_argument("--only", action="append", default=[], help="contender(s) to run (repeatable)")
+    parser.add_argument(
+        "--mode", action="append", default=[], choices=MODES, help="mode(s) to run (repeatable)"
+    )
+    parser.add_argument("--quick", action="store_true", help="2 rounds of 2 s; writes nothing")
+    parser.add_argument("--start-timeout", type=float, default=120.0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    # Internal roles: one server, or one load generator process.
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--load", help=argparse.SUPPRESS)
+    parser.add_argument("--go", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--tag", default="p", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.serve:
+        serve_peer(args.serve, args.mode[0], args.port)
+        return
+    if args.load:
+        result = asyncio.run(_load(args.load, args.mode[0], args.clients, args.go, args.duration, args.tag))
+        args.result.write_text(json.dumps(result))
+        return
+
+    if args.quick:
+        args.rounds, args.duration, args.warmup = 2, 2.0, 1.0
+    names = [c.name for c in CONTENDERS if not args.only or c.name in args.only]
+    modes = args.mode or list(MODES)
+    report: dict[str, Any] = {
+        "benchmark": "http",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "packages": {p: _version(p) for p in PACKAGES},
+        "settings": {k: getattr(args, k) for k in ("rounds", "duration", "warmup", "clients", "procs")},
+        "contenders": {c.name: c.note for c in CONTENDERS if c.name in names},
+        "modes": {},
+    }
+    for mode in modes:
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        with _servers(names, mode, args.start_timeout) as urls:
+            for round_no in range(args.rounds):
+                for name in names:
+                    run = _run_load(urls[name], mode, args.clients, args.procs, args.duration, args.warmup)
+                    if run["error_count"]:
+                        raise SystemExit(f"{name} ({mode}) answered wrong: {run['errors']}")
+                    runs[name].append(run)
+                    print(
+                        f"[{mode}] round {round_no + 1} {name:<10} {run['calls_per_s']:>9.0f} calls/s",
+                        flush=True,
+                    )
+        report["modes"][mode] = _summarize(runs)
+    _print(report)
+    if not args.quick:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.out}")
+
+
+def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for name, items in runs.items():
+        rates = [r["calls_per_s"] for r in items]
+        pooled = sorted(lat for r in items for lat in r["latencies"])
+        summary[name] = {
+            "calls_per_s": {
+                "median": statistics.median(rates),
+                "min": min(rates),
+                "max": max(rates),
+                "rounds": rates,
+            },
+            "latency_ms": {"p50": _pct(pooled, 0.50) * 1e3, "p99": _pct(pooled, 0.99) * 1e3},
+            "calls": sum(r["calls"] for r in items),
+        }
+    for name, row in summary.items():
+        row["ratios"] = {
+            ref: {
+                "throughput": row["calls_per_s"]["median"] / summary[ref]["calls_per_s"]["median"],
+                "latency_p50": row["latency_ms"]["p50"] / summary[ref]["latency_ms"]["p50"],
+                "latency_p99": row["latency_ms"]["p99"] / summary[ref]["latency_ms"]["p99"],
+            }
+            for ref in REFERENCES
+            if ref in summary and ref != name
+        }
+    return summary
+
+
+def _print(report: dict[str, Any]) -> None:
+    for mode, rows in report["modes"].items():
+        print(f"\n{mode}: {report['settings']['clients']} concurrent clients")
+        print(
+            f"{'contender':<11}{'calls/s':>9}{'min':>8}{'max':>8}{'p50 ms':>9}{'p99 ms':>9}"
+            "  vs fastmcp  vs sdk"
+        )
+        for name, row in rows.items():
+            rate, lat, ratios = row["calls_per_s"], row["latency_ms"], row["ratios"]
+            vs = "  ".join(
+                f"{ratios[r]['throughput']:>8.2f}x" if r in ratios else f"{'-':>9}" for r in REFERENCES
+            )
+            print(
+                f"{name:<11}{rate['median']:>9.0f}{rate['min']:>8.0f}{rate['max']:>8.0f}"
+                f"{lat['p50']:>9.2f}{lat['p99']:>9.2f}  {vs}"
+            )
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+if __name__ == "__main__":
+    main()
