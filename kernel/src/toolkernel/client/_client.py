@@ -20,6 +20,7 @@ from toolkernel.client._connection import (
     ServerConnection,
     ServerSnapshot,
     StateChange,
+    _deprecation,
 )
 from toolkernel.client._content import ToolOutput, map_result
 from toolkernel.client._names import ToolRef, build_table
@@ -507,7 +508,7 @@ class MCPClient:
 
         async def op(client: Any, meta: dict[str, Any]) -> Any:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", _deprecation())
                 return await client.session.subscribe_resource(uri)
 
         await conn.request(f"resources/subscribe {uri}", op)
@@ -520,7 +521,7 @@ class MCPClient:
 
         async def op(client: Any, meta: dict[str, Any]) -> Any:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", _deprecation())
                 return await client.session.unsubscribe_resource(uri)
 
         await conn.request(f"resources/unsubscribe {uri}", op)
@@ -569,7 +570,7 @@ class MCPClient:
 
         async def op(client: Any, meta: dict[str, Any]) -> Any:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", _deprecation())
                 return await client.session.set_logging_level(level)
 
         await conn.request("logging/setLevel", op)
@@ -582,7 +583,7 @@ class MCPClient:
             client = conn.client
             if conn.state == "ready" and client is not None:
                 with warnings.catch_warnings(), contextlib.suppress(Exception):
-                    warnings.simplefilter("ignore", DeprecationWarning)
+                    warnings.simplefilter("ignore", _deprecation())
                     with anyio.fail_after(conn.timeout):
                         await client.session.send_roots_list_changed()
 

@@ -145,6 +145,7 @@ class ServerConnection:
         self._stale_event = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self.done = anyio.Event()
+        self._http_kind: str | None = None
 
     # -- timing -------------------------------------------------------------------------
 
@@ -269,8 +270,6 @@ class ServerConnection:
 
     async def _connect_and_serve(self) -> bool:
         """One connection's life; returns whether it got to ready (then it was lost)."""
-        from mcp.client import Client
-
         self._lost = anyio.Event()
         self._lost_reason = "connection lost"
         owner = self.owner
@@ -281,20 +280,7 @@ class ServerConnection:
                     if isinstance(self.config, HTTPServerConfig):
                         self._set_state("authenticating")
                     self._set_state("connecting")
-                    transport = _watched(self._open_transport(), self._on_stream_end)
-                    client = Client(
-                        transport,
-                        mode=self.config.protocol,
-                        read_timeout_seconds=owner.config.policy.max_timeout + 5,
-                        sampling_callback=self._sampling if owner._sampling_handler else None,
-                        elicitation_callback=self._elicitation if owner._elicitation_handler else None,
-                        list_roots_callback=self._roots if owner._roots is not None else None,
-                        logging_callback=self._logging,
-                        message_handler=self._on_message,
-                        client_info=owner._client_info,
-                        cache=None,
-                    )
-                    await stack.enter_async_context(client)
+                    client = await self._enter_client(stack)
                     self.client = client
                     stack.callback(self._forget_client)
                     connected = True
@@ -319,7 +305,56 @@ class ServerConnection:
     def _forget_client(self) -> None:
         self.client = None
 
-    def _open_transport(self) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
+    async def _enter_client(self, stack: contextlib.AsyncExitStack) -> Client:
+        """An initialized SDK client; for an HTTP server on ``auto``, over whichever transport answers.
+
+        ``auto`` tries Streamable HTTP, then legacy SSE, each with the SDK's own protocol
+        negotiation, and remembers the one that worked for the next reconnect.
+        """
+        config = self.config
+        if isinstance(config, HTTPServerConfig) and config.transport == "auto":
+            kinds = ["streamable", "sse"] if self._http_kind != "sse" else ["sse", "streamable"]
+        elif isinstance(config, HTTPServerConfig):
+            kinds = ["streamable" if config.transport == "streamable-http" else "sse"]
+        else:
+            kinds = ["stdio"]
+        first_error: Exception | None = None
+        for kind in kinds:
+            inner = contextlib.AsyncExitStack()
+            client = self._make_client(kind)
+            try:
+                await inner.enter_async_context(client)
+            except Exception as exc:
+                await inner.aclose()
+                leaf = _leaf(exc)
+                if isinstance(leaf, ConfigError):
+                    raise leaf from None
+                first_error = first_error or (leaf if isinstance(leaf, Exception) else exc)
+                continue
+            self._http_kind = kind
+            stack.push_async_callback(inner.aclose)
+            return client
+        assert first_error is not None
+        raise first_error
+
+    def _make_client(self, kind: str) -> Client:
+        from mcp.client import Client
+
+        owner = self.owner
+        return Client(
+            _watched(self._open_transport(kind), self._on_stream_end),
+            mode=self.config.protocol,
+            read_timeout_seconds=owner.config.policy.max_timeout + 5,
+            sampling_callback=self._sampling if owner._sampling_handler else None,
+            elicitation_callback=self._elicitation if owner._elicitation_handler else None,
+            list_roots_callback=self._roots if owner._roots is not None else None,
+            logging_callback=self._logging,
+            message_handler=self._on_message,
+            client_info=owner._client_info,
+            cache=None,
+        )
+
+    def _open_transport(self, kind: str) -> contextlib.AbstractAsyncContextManager[TransportStreams]:
         from toolkernel.transports import ClientTransportOptions
 
         config = self.config
@@ -332,12 +367,11 @@ class ServerConnection:
                 extra={"stderr": "devnull"} if config.stderr == "devnull" else {},
             )
             return kernel.client_transport([config.command, *config.args], options, name="stdio")
-        transport = {"auto": "auto", "streamable-http": "streamable", "sse": "sse"}[config.transport]
         options = ClientTransportOptions(
             headers=config.headers,
             connect_timeout=self.connect_timeout,
             read_timeout=config.sse_read_timeout,
-            extra={"transport": transport},
+            extra={"transport": kind},
         )
         try:
             name = kernel.client_transports.for_target(config.url)
@@ -364,7 +398,7 @@ class ServerConnection:
         else:
             self.resources, self.resource_templates = [], []
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", _deprecation())
             if self.log_level is not None:
                 await client.session.set_logging_level(self.log_level)
             for uri in sorted(self.subscriptions):
@@ -400,7 +434,7 @@ class ServerConnection:
 
         if client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", _deprecation())
                 await client.session.send_ping()
         else:
             await client.list_tools(cache_mode="bypass")
@@ -559,6 +593,13 @@ async def _paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
         if not cursor:
             break
     return items
+
+
+def _deprecation() -> type[Warning]:
+    """The SDK's warning for 2025-era features (subscribe, logging, ping, roots) we still speak."""
+    from mcp.shared.exceptions import MCPDeprecationWarning
+
+    return MCPDeprecationWarning
 
 
 def _leaf(exc: BaseException) -> BaseException:
