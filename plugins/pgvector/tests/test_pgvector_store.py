@@ -191,6 +191,29 @@ async def test_tenant_schemas_are_isolated(postgres: PostgresService) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_role_without_create_privilege_uses_a_prepared_schema(postgres: PostgresService) -> None:
+    admin = create_store(dsn=postgres.uri, schema="prepared")
+    await admin.create_index("shared", DIM, "cosine")
+    await admin.aclose()
+    async with await psycopg.AsyncConnection.connect(postgres.uri, autocommit=True) as conn:
+        await conn.execute("DROP ROLE IF EXISTS tenant_rw; CREATE ROLE tenant_rw LOGIN")
+        await conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        await conn.execute(
+            "GRANT USAGE ON SCHEMA prepared TO tenant_rw;"
+            " GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA prepared TO tenant_rw"
+        )
+    tenant = create_store(dsn=postgres.uri.replace("postgres:@", "tenant_rw:@", 1), schema="prepared")
+    try:
+        await tenant.upsert("shared", ["t1"], _vectors(1, seed=10), metadata=[{"by": "tenant"}])
+        hits = await tenant.query("shared", _vectors(1, seed=10)[0], top_k=1)
+        assert [(h.id, h.metadata) for h in hits] == [("t1", {"by": "tenant"})]
+        with pytest.raises(VectorStoreError, match="permission denied"):
+            await tenant.create_index("mine", DIM, "cosine")
+    finally:
+        await tenant.aclose()
+
+
+@pytest.mark.anyio
 async def test_filter_values_and_keys_are_bound_not_interpolated(hnsw_store: PgVectorStore) -> None:
     store = hnsw_store
     await store.create_index("inject", DIM, "cosine")

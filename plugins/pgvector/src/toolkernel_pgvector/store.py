@@ -125,16 +125,28 @@ class PgVectorStore:
                 # Concurrent stores bootstrapping the same database serialize on this lock.
                 async with conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock(hashtext('toolkernel_pgvector'))")
-                    if self.options.create_extension:
-                        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                    await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(self._schema))
-                    await conn.execute(
-                        sql.SQL(
-                            "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY,"
-                            " table_name text UNIQUE NOT NULL, dimension integer NOT NULL,"
-                            " metric text NOT NULL, index_type text NOT NULL)"
-                        ).format(self._catalog)
+                    # Look before creating: CREATE ... IF NOT EXISTS checks the CREATE privilege first,
+                    # which a tenant role using a schema someone else prepared may not have.
+                    cur = await conn.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),"
+                        " EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %s),"
+                        " to_regclass(%s) IS NOT NULL",
+                        [self.options.schema_, self._catalog.as_string(conn)],
                     )
+                    found = await cur.fetchone()
+                    has_extension, has_schema, has_catalog = found if found is not None else (False,) * 3
+                    if self.options.create_extension and not has_extension:
+                        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                    if not has_schema:
+                        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(self._schema))
+                    if not has_catalog:
+                        await conn.execute(
+                            sql.SQL(
+                                "CREATE TABLE IF NOT EXISTS {} (name text PRIMARY KEY,"
+                                " table_name text UNIQUE NOT NULL, dimension integer NOT NULL,"
+                                " metric text NOT NULL, index_type text NOT NULL)"
+                            ).format(self._catalog)
+                        )
             except psycopg.Error as exc:
                 raise VectorStoreError(f"vector store 'pgvector': cannot prepare schema: {exc}") from exc
 
