@@ -32,9 +32,13 @@ class _PgServer(Protocol):
 
     bin_path: Path
 
-    def get_uri(self) -> str: ...
+    def get_uri(self) -> str:
+        """The libpq URI of the running server."""
+        ...
 
-    def cleanup(self) -> None: ...
+    def cleanup(self) -> None:
+        """Stop the server once this process holds its last handle."""
+        ...
 
 
 class ServiceStartError(RuntimeError):
@@ -118,6 +122,7 @@ def _start_pgserver(
     outcome: list[_PgServer | BaseException] = []
 
     def start() -> None:
+        """Start the server, recording the handle or the exception for the waiting thread."""
         try:
             outcome.append(get_server(data_dir, cleanup_mode="stop"))
         except BaseException as exc:  # handed to the caller's thread below

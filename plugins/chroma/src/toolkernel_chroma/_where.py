@@ -60,6 +60,7 @@ def _node(node: Node) -> Where | None:
 
 
 def _condition(cond: Condition) -> Where:
+    """The ``where`` for one field test, with the any-element semantics of the filter language."""
     field, op, value = cond.field, cond.op, cond.value
     if field.startswith(RESERVED_PREFIX):
         raise UnsupportedFilterError(

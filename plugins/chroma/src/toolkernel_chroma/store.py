@@ -73,6 +73,7 @@ class ChromaStore:
     supported_filter_operators: frozenset[str] = SUPPORTED_OPERATORS
 
     def __init__(self, settings: ChromaSettings) -> None:
+        """Keep validated ``settings``; nothing connects until the first call."""
         self.options = settings
         self._client: ClientAPI | None = None
         self._connecting = anyio.Lock()
@@ -110,6 +111,7 @@ class ChromaStore:
             return self._client
 
     def _make_client(self) -> ClientAPI:
+        """A chromadb client for the configured mode, with telemetry off (runs in a worker thread)."""
         import chromadb
         from chromadb.config import Settings
 

@@ -64,6 +64,7 @@ def where_clause(filter: Filter | None) -> tuple[sql.Composable, list[Any]]:
 
 
 def _node(node: Node, params: list[Any]) -> sql.Composable:
+    """The SQL for one AST node, appending its bound values to ``params`` in placeholder order."""
     if isinstance(node, Condition):
         return _condition(node, params)
     if isinstance(node, Not):
@@ -79,6 +80,7 @@ def _node(node: Node, params: list[Any]) -> sql.Composable:
 
 
 def _condition(cond: Condition, params: list[Any]) -> sql.Composable:
+    """The SQL for one field test, appending its bound values to ``params``."""
     op = cond.op
     if op == "$exists":
         params.append(cond.field)

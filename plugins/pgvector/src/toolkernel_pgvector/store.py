@@ -70,6 +70,7 @@ class PgVectorStore:
     supported_filter_operators: frozenset[str] = SUPPORTED_OPERATORS
 
     def __init__(self, settings: PgVectorSettings) -> None:
+        """Keep validated ``settings``; nothing connects until the first call."""
         self.options = settings
         self._schema = sql.Identifier(self.options.schema_)
         self._catalog = sql.Identifier(self.options.schema_, CATALOG)
@@ -98,7 +99,7 @@ class PgVectorStore:
                 )
                 try:
                     await pool.open(wait=True, timeout=self.options.connect_timeout)
-                except Exception as exc:
+                except psycopg.Error as exc:
                     await pool.close()
                     raise VectorStoreError(
                         f"vector store 'pgvector': cannot open the connection pool: {exc}"
@@ -107,6 +108,7 @@ class PgVectorStore:
             return self._pool
 
     def _connect_kwargs(self) -> dict[str, Any]:
+        """libpq options every connection gets: the connect timeout and a per-statement timeout."""
         return {
             "connect_timeout": max(1, math.ceil(self.options.connect_timeout)),
             "options": f"-c statement_timeout={int(self.options.statement_timeout * 1000)}",
@@ -443,6 +445,7 @@ class _Table:
     __slots__ = ("dimension", "ident", "index_type", "metric", "name")
 
     def __init__(self, schema: str, name: str, *, dimension: int, metric: Metric, index_type: str) -> None:
+        """Remember a catalog row of ``schema``."""
         self.name = name
         self.ident = sql.Identifier(schema, name)
         self.dimension = dimension
