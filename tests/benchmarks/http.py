@@ -24,8 +24,10 @@ The load generator is raw httpx, not the SDK client: ``--procs`` processes, toge
 checking every answer (ids match, the text comes back). All processes start measuring at the
 same instant and stop after ``--duration`` seconds. Contenders ALTERNATE inside every round
 (A B C D, A B C D, ...) so machine noise lands on all of them alike. Reported per contender and
-mode: calls/s (median over rounds, min, max), latency p50/p99 (pooled), and ratios against
-fastmcp and sdk.
+mode: calls/s (median over rounds, min, max), latency p50/p99 (pooled), the server process's
+CPU time per call (user + system from /proc over the measured window: what the server spent,
+which a busy machine disturbs far less than wall-clock rates), and ratios against fastmcp and sdk
+(throughput: this/reference; cpu_efficiency: reference CPU per call / this).
 """
 
 from __future__ import annotations
@@ -305,8 +307,8 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None
 
 
 @contextlib.contextmanager
-def _servers(names: list[str], mode: str, timeout: float) -> Iterator[dict[str, str]]:
-    """Start every contender's server for ``mode``; yield name -> URL; stop them all."""
+def _servers(names: list[str], mode: str, timeout: float) -> Iterator[dict[str, tuple[str, int]]]:
+    """Start every contender's server for ``mode``; yield name -> (URL, pid); stop them all."""
     procs: list[subprocess.Popen[bytes]] = []
     urls: dict[str, str] = {}
     try:
@@ -317,7 +319,7 @@ def _servers(names: list[str], mode: str, timeout: float) -> Iterator[dict[str, 
             urls[name] = f"http://127.0.0.1:{port}/mcp"
         for name, proc in zip(names, procs, strict=True):
             _wait_ready(urls[name], proc, timeout)
-        yield urls
+        yield {name: (urls[name], proc.pid) for name, proc in zip(names, procs, strict=True)}
     finally:
         for proc in procs:
             proc.terminate()
@@ -329,10 +331,19 @@ def _servers(names: list[str], mode: str, timeout: float) -> Iterator[dict[str, 
                 proc.wait(timeout=10)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all threads), from /proc; NaN where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _run_load(
-    url: str, mode: str, clients: int, procs: int, duration: float, warmup: float
+    url: str, pid: int, mode: str, clients: int, procs: int, duration: float, warmup: float
 ) -> dict[str, Any]:
-    """Drive ``url`` from ``procs`` processes; pooled calls, latencies and errors."""
+    """Drive ``url`` from ``procs`` processes; pooled calls, latencies, errors and server CPU."""
     with tempfile.TemporaryDirectory() as tmp:
         go = Path(tmp) / "go"
         outs = [Path(tmp) / f"load{i}.json" for i in range(procs)]
@@ -353,7 +364,12 @@ def _run_load(
             if time.monotonic() > deadline or any(w.poll() is not None for w in workers):
                 raise SystemExit(f"load generators for {url} did not get ready")
             time.sleep(0.02)
-        go.write_text(repr(time.time() + warmup))
+        start_at = time.time() + warmup
+        go.write_text(repr(start_at))
+        time.sleep(max(0.0, start_at - time.time()))
+        cpu_before = _cpu_seconds(pid)
+        time.sleep(max(0.0, start_at + duration - time.time()))
+        cpu = _cpu_seconds(pid) - cpu_before
         for worker in workers:
             worker.wait(timeout=warmup + duration + 120)
         results = [json.loads(out.read_text()) for out in outs]
@@ -362,6 +378,7 @@ def _run_load(
     return {
         "calls": sum(r["calls"] for r in results),
         "calls_per_s": sum(r["calls"] for r in results) / duration,
+        "server_cpu_us_per_call": cpu / max(1, sum(r["calls"] for r in results)) * 1e6,
         "latencies": latencies,
         "error_count": sum(r["error_count"] for r in results),
         "errors": errors[:5],
@@ -428,15 +445,19 @@ def main() -> None:
     }
     for mode in modes:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-        with _servers(names, mode, args.start_timeout) as urls:
-            for round_no in range(args.rounds):
+        with _servers(names, mode, args.start_timeout) as servers:
+            # Round 0 is a warm-up (lazy imports, first-call caches, connection pools): not recorded.
+            for round_no in range(args.rounds + 1):
                 for name in names:
-                    run = _run_load(urls[name], mode, args.clients, args.procs, args.duration, args.warmup)
+                    url, pid = servers[name]
+                    run = _run_load(url, pid, mode, args.clients, args.procs, args.duration, args.warmup)
                     if run["error_count"]:
                         raise SystemExit(f"{name} ({mode}) answered wrong: {run['errors']}")
+                    if round_no == 0:
+                        continue
                     runs[name].append(run)
                     print(
-                        f"[{mode}] round {round_no + 1} {name:<10} {run['calls_per_s']:>9.0f} calls/s",
+                        f"[{mode}] round {round_no} {name:<10} {run['calls_per_s']:>9.0f} calls/s",
                         flush=True,
                     )
         report["modes"][mode] = _summarize(runs)
@@ -460,6 +481,7 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 "rounds": rates,
             },
             "latency_ms": {"p50": _pct(pooled, 0.50) * 1e3, "p99": _pct(pooled, 0.99) * 1e3},
+            "server_cpu_us_per_call": statistics.median(r["server_cpu_us_per_call"] for r in items),
             "calls": sum(r["calls"] for r in items),
         }
     for name, row in summary.items():
@@ -468,6 +490,7 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                 "throughput": row["calls_per_s"]["median"] / summary[ref]["calls_per_s"]["median"],
                 "latency_p50": row["latency_ms"]["p50"] / summary[ref]["latency_ms"]["p50"],
                 "latency_p99": row["latency_ms"]["p99"] / summary[ref]["latency_ms"]["p99"],
+                "cpu_efficiency": summary[ref]["server_cpu_us_per_call"] / row["server_cpu_us_per_call"],
             }
             for ref in REFERENCES
             if ref in summary and ref != name
@@ -476,20 +499,22 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def _print(report: dict[str, Any]) -> None:
+    refs = "".join(f"  {'x ' + r:>9} {'cpu ' + r:>9}" for r in REFERENCES)
     for mode, rows in report["modes"].items():
         print(f"\n{mode}: {report['settings']['clients']} concurrent clients")
-        print(
-            f"{'contender':<11}{'calls/s':>9}{'min':>8}{'max':>8}{'p50 ms':>9}{'p99 ms':>9}"
-            "  vs fastmcp  vs sdk"
-        )
+        head = f"{'contender':<11}{'calls/s':>9}{'min':>8}{'max':>8}{'p50 ms':>9}{'p99 ms':>9}{'cpu us':>8}"
+        print(head + refs)
         for name, row in rows.items():
             rate, lat, ratios = row["calls_per_s"], row["latency_ms"], row["ratios"]
-            vs = "  ".join(
-                f"{ratios[r]['throughput']:>8.2f}x" if r in ratios else f"{'-':>9}" for r in REFERENCES
+            vs = "".join(
+                f"  {ratios[r]['throughput']:>8.2f}x {ratios[r]['cpu_efficiency']:>8.2f}x"
+                if r in ratios
+                else f"  {'-':>9} {'-':>9}"
+                for r in REFERENCES
             )
             print(
                 f"{name:<11}{rate['median']:>9.0f}{rate['min']:>8.0f}{rate['max']:>8.0f}"
-                f"{lat['p50']:>9.2f}{lat['p99']:>9.2f}  {vs}"
+                f"{lat['p50']:>9.2f}{lat['p99']:>9.2f}{row['server_cpu_us_per_call']:>8.0f}{vs}"
             )
 
 
