@@ -209,17 +209,9 @@ class ChromaStore:
         chromadb 1.5 leaves list-valued metadata of a dropped collection behind, and records of
         a later collection inherit it; deleting the records first removes it.
         """
-        collection, _, _ = await self._collection(name)
-        ids = (await self._run(collection.get, include=[]))["ids"]
-        await self._delete_ids(collection, ids)
+        await self.delete(name, filter={})
         client = await self._get_client()
         await self._run(client.delete_collection, _collection_name(name))
-
-    async def _delete_ids(self, collection: Collection, ids: Sequence[str]) -> None:
-        """Delete ``ids`` in batches the server accepts."""
-        size = await self._batch_size()
-        for start in range(0, len(ids), size):
-            await self._run(collection.delete, ids=list(ids[start : start + size]))
 
     async def _batch_size(self) -> int:
         """Records per write call: the ``batch_size`` option or the server's maximum."""
@@ -318,14 +310,15 @@ class ChromaStore:
         if isinstance(ids, str):
             raise VectorInputError("ids: expected a sequence of strings, got a single string")
         where = self._where(filter)
-        if ids is not None and not ids:
+        if ids is None and where is not None:
+            await self._run(collection.delete, where=where)
             return
-        if ids is None and where is None:
+        if ids is None:
             # An empty filter matches every record: delete them all by id.
             ids = (await self._run(collection.get, include=[]))["ids"]
-            if not ids:
-                return
-        await self._run(collection.delete, ids=list(ids) if ids is not None else None, where=where)
+        size = await self._batch_size()
+        for start in range(0, len(ids), size):
+            await self._run(collection.delete, ids=list(ids[start : start + size]), where=where)
 
     async def count(self, index: str, filter: FilterInput | None = None) -> int:
         """How many records ``index`` holds, or how many match ``filter``."""
