@@ -550,8 +550,16 @@ def machine_facts(python: str) -> dict[str, Any]:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
         ).stdout.strip()
+        # the server under test may be uncommitted work: say so, or the commit means nothing
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "kernel/src", "docs/examples", "tests/benchmarks/peers"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
-        commit = ""
+        commit, dirty = "", ""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
@@ -574,6 +582,7 @@ def machine_facts(python: str) -> dict[str, Any]:
         "server_python": python,
         "packages": versions,
         "git_commit": commit,
+        "uncommitted_server_code": bool(dirty),
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "loadavg_start": [round(v, 2) for v in os.getloadavg()],
     }
