@@ -1233,11 +1233,6 @@ async def test_observability_spans_per_request_and_tool_call(kernel_with, spans)
     assert [e.name for e in call.events] == ["on_tool_input_start"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kernel bug: RequestSpans reads result.is_error but the SDK middleware sees a dict; "
-    "docs/observability.md does not claim this until it is fixed",
-)
 @pytest.mark.anyio
 async def test_observability_tool_error_marks_the_request_span(kernel, spans):
     server = MCPServer("s")

@@ -203,9 +203,10 @@ def test_unregister_removes_the_plugin_and_its_entries(kernel):
 
 
 def test_only_and_disable_arguments():
+    # ``only`` limits installed plugins; the built-ins load unless disabled by name.
     only = Kernel(load_entry_points=False, only=["stdio"])
-    assert {i.name: i.status for i in only.plugins()} == {"stdio": "loaded", "commands": "disabled"}
-    assert list(only.commands) == []
+    assert {i.name: i.status for i in only.plugins()} == {"stdio": "loaded", "commands": "loaded"}
+    assert "serve" in only.commands
     assert list(only.server_transports) == ["stdio"]
 
     disabled = Kernel(load_entry_points=False, disable=["stdio"])
@@ -215,9 +216,10 @@ def test_only_and_disable_arguments():
 
 
 def test_load_and_disable_environment_variables(monkeypatch):
+    # A load-only list limits installed plugins; built-ins still load unless disabled by name.
     monkeypatch.setenv("TOOLKERNEL_LOAD_PLUGINS", " commands , ")
     kernel = Kernel(load_entry_points=False)
-    assert {i.name: i.status for i in kernel.plugins()} == {"stdio": "disabled", "commands": "loaded"}
+    assert {i.name: i.status for i in kernel.plugins()} == {"stdio": "loaded", "commands": "loaded"}
 
     monkeypatch.delenv("TOOLKERNEL_LOAD_PLUGINS")
     monkeypatch.setenv("TOOLKERNEL_DISABLE_PLUGINS", "commands,stdio")

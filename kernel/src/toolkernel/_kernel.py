@@ -110,7 +110,8 @@ class Kernel:
         from toolkernel._builtin import BUILTIN_PLUGINS
 
         for name, module_name in BUILTIN_PLUGINS:
-            if self._policy.allows(name):
+            # A load-only list names the extra plugins wanted; built-ins go only when disabled by name.
+            if name not in self._policy.disable:
                 self._register_module(
                     name, module_name, PluginInfo(name=name, origin="built-in", module=module_name)
                 )
@@ -416,6 +417,9 @@ class Kernel:
             known = ", ".join(self.server_transports) or "none"
             raise ConfigError(f"--transport {transport!r} is not installed{hint}; available: {known}")
         self.check()
+        from toolkernel._telemetry import configure_from_env
+
+        configure_from_env()
         server_transport = self.server_transports.get(transport)(options or ServeOptions())
         app = ServingAppImpl(server, self)
         await self.emit("on_server_start", server=server)

@@ -45,9 +45,9 @@ _callers: weakref.WeakKeyDictionary[MCPServer, ToolCaller] = weakref.WeakKeyDict
 
 
 def caller_for(server: MCPServer) -> ToolCaller:
-    """The tool caller of ``server`` (its kernel's middleware and hooks), made once."""
+    """The tool caller of ``server``: remade when its kernel or middleware list changes."""
     caller = _callers.get(server)
-    if caller is None:
+    if caller is None or not caller.serves(server.kernel, server.middleware):
         caller = _callers[server] = ToolCaller(server.kernel, server.middleware)
     return caller
 

@@ -113,7 +113,10 @@ class RequestSpans:
                 span.set_attribute("error.type", str(code) if code is not None else type(exc).__qualname__)
                 span.set_status(StatusCode.ERROR, str(exc))
                 raise
-            if getattr(result, "is_error", False):
+            is_error = (
+                result.get("isError") if isinstance(result, dict) else getattr(result, "is_error", False)
+            )
+            if is_error is True:
                 span.set_attribute("error.type", "tool_error")
                 span.set_status(StatusCode.ERROR)
             return result

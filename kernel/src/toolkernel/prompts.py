@@ -31,7 +31,7 @@ class Prompt:
     """A prompt template: ``render(**arguments)`` returns its messages.
 
     Several prompts may share a ``name`` with different ``version`` strings; clients
-    get the newest unless they select one with ``_meta["toolkernel/version"]``.
+    get the one added last unless they select one with ``_meta["toolkernel/version"]``.
     """
 
     name: str

@@ -227,7 +227,13 @@ def tool(
     """
 
     def build(func: Callable[..., Any]) -> Tool:
-        hints = get_type_hints(func, include_extras=True)
+        try:
+            hints = get_type_hints(func, include_extras=True)
+        except NameError as exc:
+            raise ConfigError(
+                f"tool {name or func.__name__!r}: cannot resolve the annotation {exc.name!r}; "
+                "define the types it uses at module level"
+            ) from None
         context_param: str | None = None
         fields: dict[str, Any] = {}
         for pname, param in inspect.signature(func).parameters.items():

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import anyio
 import numpy as np
 import pytest
+
 from toolkernel.filters import ALL_OPERATORS, matches, parse_filter
 from toolkernel.vectors import (
     METRICS,
