@@ -222,8 +222,7 @@ class MCPClient:
             if self.config.throw_on_load_error:
                 self._raise_load_errors()
         except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self.close()
+            await self.close()
             raise
 
     async def close(self) -> None:

@@ -227,6 +227,8 @@ class ServerConnection:
         if self.state == "ready" and not self._lost.is_set():
             self._lost_reason = reason
             self._lost.set()
+            # At once, not after the teardown: a retry must wait for the next connection.
+            self._set_state("failed", reason)
 
     # -- the task ---------------------------------------------------------------------------
 
