@@ -187,7 +187,9 @@ async def claim_stdio() -> AsyncIterator[TransportStreams]:
 
 def _is_pipe(fd: int) -> bool:
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    # Of character devices only terminals can be polled: /dev/null cannot, and the event
+    # loop would never see its end of file.
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 @contextlib.asynccontextmanager
