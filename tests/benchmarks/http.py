@@ -187,11 +187,11 @@ async def _load(url: str, mode: str, clients: int, go: Path, duration: float, ta
 
     latencies: list[float] = []
     errors: list[str] = []
-    calls = 0
+    calls = reconnects = 0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
 
     async def client_loop(http: httpx.AsyncClient, index: int) -> None:
-        nonlocal calls
+        nonlocal calls, reconnects
         headers = {
             "accept": ACCEPT,
             "content-type": "application/json",
@@ -228,7 +228,13 @@ async def _load(url: str, mode: str, clients: int, go: Path, duration: float, ta
                 }
             )
             sent = time.perf_counter()
-            response = await http.post(url, content=body, headers=headers)
+            try:
+                response = await http.post(url, content=body, headers=headers)
+            except httpx.TransportError:
+                # A keep-alive connection the server closed while this client waited at the
+                # barrier: the pool reconnects on the next try. Counted, never silently.
+                reconnects += 1
+                response = await http.post(url, content=body, headers=headers)
             elapsed = time.perf_counter() - sent
             now = time.time()
             problem = _check(response, request_id, text)
@@ -261,7 +267,13 @@ async def _load(url: str, mode: str, clients: int, go: Path, duration: float, ta
         tg.create_task(starter())
         for index in range(clients):
             tg.create_task(client_loop(http, index))
-    return {"calls": calls, "latencies": latencies, "errors": errors[:5], "error_count": len(errors)}
+    return {
+        "calls": calls,
+        "latencies": latencies,
+        "errors": errors[:5],
+        "error_count": len(errors),
+        "reconnects": reconnects,
+    }
 
 
 def _check(response: Any, request_id: int, text: str) -> str | None:
@@ -372,6 +384,10 @@ def _run_load(
         cpu = _cpu_seconds(pid) - cpu_before
         for worker in workers:
             worker.wait(timeout=warmup + duration + 120)
+        if missing := [str(out) for out in outs if not out.exists()]:
+            raise SystemExit(
+                f"load generator(s) against {url} failed (no {missing}); see their traceback above"
+            )
         results = [json.loads(out.read_text()) for out in outs]
     latencies = sorted(lat for r in results for lat in r["latencies"])
     errors = [e for r in results for e in r["errors"]]
@@ -381,6 +397,7 @@ def _run_load(
         "server_cpu_us_per_call": cpu / max(1, sum(r["calls"] for r in results)) * 1e6,
         "latencies": latencies,
         "error_count": sum(r["error_count"] for r in results),
+        "reconnects": sum(r["reconnects"] for r in results),
         "errors": errors[:5],
     }
 
@@ -483,6 +500,7 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "latency_ms": {"p50": _pct(pooled, 0.50) * 1e3, "p99": _pct(pooled, 0.99) * 1e3},
             "server_cpu_us_per_call": statistics.median(r["server_cpu_us_per_call"] for r in items),
             "calls": sum(r["calls"] for r in items),
+            "reconnects": sum(r["reconnects"] for r in items),
         }
     for name, row in summary.items():
         row["ratios"] = {
