@@ -157,7 +157,7 @@ class _Connection:
         statuses: list[int] = []
 
         async def record(response: httpx2.Response) -> None:
-            if response.request.method == "POST":
+            if not statuses and response.request.method == "POST":
                 statuses.append(response.status_code)
 
         client = self.client()
