@@ -138,7 +138,7 @@ def _free_port() -> int:
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", ["http", "sse"])
 async def test_kernel_serves_through_the_registered_transport(transport: str) -> None:
-    """``kernel.serve(server, NAME, ServeOptions(...))`` serves until cancelled, then stops cleanly."""
+    """``kernel.serve(server, NAME, ServeOptions(...))`` serves, fires session hooks, stops when cancelled."""
     log = _SessionLog()
     kernel = Kernel(load_entry_points=False, plugins=[toolkernel_http.plugin, log])
     server = make_server()
@@ -151,5 +151,5 @@ async def test_kernel_serves_through_the_registered_transport(transport: str) ->
             async with Client(kernel.client_transport(url), mode="legacy") as client:  # type: ignore[arg-type]
                 assert (await client.call_tool("echo", {"text": "kernel"})).content[0].text == "kernel"  # type: ignore[union-attr]
             tg.cancel_scope.cancel()
-    if transport == "sse":
-        assert log.events == [("start", "sse"), ("stop", "sse")]
+    # Both transports fire the session hooks once per session (http: the client's DELETE ends it).
+    assert log.events == [("start", transport), ("stop", transport)]

@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.sse import SseServerTransport
@@ -87,6 +88,7 @@ def asgi_app(
         event_store = opts.event_store if opts.event_store is not None else InMemoryEventStore()
     manager = _SessionManager(
         protocol_server,
+        serving=serving,
         event_store=event_store,
         json_response=opts.json_response,
         stateless=opts.stateless,
@@ -140,13 +142,49 @@ def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:
 
 
 class _SessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, giving each stateful session its own view of the event store."""
+    """The SDK's session manager, plus a per-session view of the event store and the session hooks.
+
+    Overrides three of its private methods (pinned by ``mcp>=2.3,<2.4``): the manager
+    drives each session's loop itself, so the kernel's ``run_session`` (which fires
+    ``on_session_start``/``on_session_stop``) cannot wrap it.
+    """
+
+    def __init__(self, *args: Any, serving: ServingApp | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._serving = serving
+        self._open: set[str] = set()
 
     def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
         transport = super()._admit_session(requestor)
         if transport is not None and self.event_store is not None and transport.mcp_session_id is not None:
             transport._event_store = SessionScopedEventStore(self.event_store, transport.mcp_session_id)
         return transport
+
+    async def _serve_opening_request(
+        self, http_transport: StreamableHTTPServerTransport, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        await super()._serve_opening_request(http_transport, scope, receive, send)
+        session_id = http_transport.mcp_session_id
+        if session_id is not None and session_id in self._server_instances and session_id not in self._open:
+            self._open.add(session_id)
+            await self._emit("on_session_start", session_id)
+
+    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
+        await super()._discard_session(session_id, transport)
+        if session_id in self._open:
+            self._open.discard(session_id)
+            with anyio.CancelScope(shield=True):
+                await self._emit("on_session_stop", session_id)
+
+    async def _emit(self, hook: str, session_id: str) -> None:
+        """Fire a session hook through the kernel that serves this app, if there is one."""
+        kernel = getattr(self._serving, "kernel", None)
+        if kernel is None or self._serving is None:
+            return
+        from toolkernel.events import SessionEvent
+
+        event = SessionEvent(server=self._serving.server, transport="http", session_id=session_id)
+        await kernel.emit(hook, event=event)
 
 
 class _StreamableEndpoint:
