@@ -48,7 +48,12 @@ def load_server(target: str) -> MCPServer:
     except AttributeError:
         raise ConfigError(f"TARGET {target!r}: {where!r} has no attribute {attr!r}") from None
     if callable(obj) and not isinstance(obj, MCPServer):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise ConfigError(
+                f"TARGET {target!r}: calling {attr!r} to make the server raised {type(exc).__name__}: {exc}"
+            ) from exc
     if not isinstance(obj, MCPServer):
         raise ConfigError(f"TARGET {target!r} is a {type(obj).__name__}, not a toolkernel.MCPServer")
     return obj
