@@ -1,0 +1,210 @@
+"""The `toolkernel` command line, run as real subprocesses (started side by side to keep it quick)
+and, for the many bad-argument forms, through `cli.main()` in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from toolkernel.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 90
+ECHO_TARGET = "docs/examples/echo_server.py:app"
+ECHO_COMMAND = f"{sys.executable} -m toolkernel serve {ROOT / ECHO_TARGET}"
+
+COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "version": (["version"], {}),
+    "plugins": (["plugins", "--json"], {}),
+    "call_ok": (["call", ECHO_COMMAND, "echo", "--args", '{"text": "héllo"}'], {}),
+    "call_error": (["call", ECHO_COMMAND, "echo", "--args", '{"text": 5}'], {}),
+    "inspect": (["inspect", ECHO_COMMAND, "--json"], {}),
+    "bad_target": (["serve", "no-colon-here"], {}),
+    "http_missing": (
+        ["serve", ECHO_TARGET, "--transport", "http"],
+        {"TOOLKERNEL_DISABLE_PLUGINS": "toolkernel-http"},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every command in COMMANDS, run once, all at the same time."""
+    procs = {}
+    for name, (args, extra_env) in COMMANDS.items():
+        env = {**os.environ, "TOOLKERNEL_LOG_LEVEL": "WARNING", **extra_env}
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "toolkernel", *args],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+    done = {}
+    try:
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=TIMEOUT)
+            done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            if proc.returncode is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    return done
+
+
+def test_version(runs):
+    run = runs["version"]
+    assert run.returncode == 0, run.stderr
+    python = sys.version.split()[0]
+    assert run.stdout == f"toolkernel {version('toolkernel')} (mcp {version('mcp')}, python {python})\n"
+
+
+def test_plugins_json_lists_builtins_with_hooks(runs):
+    run = runs["plugins"]
+    assert run.returncode == 0, run.stderr
+    plugins = {p["name"]: p for p in json.loads(run.stdout)}
+    assert plugins["stdio"] == {
+        "name": "stdio",
+        "origin": "built-in",
+        "module": "toolkernel._builtin.stdio",
+        "distribution": None,
+        "version": None,
+        "hooks": ["register_client_transports", "register_server_transports"],
+        "status": "loaded",
+        "error": None,
+    }
+    assert plugins["commands"]["hooks"] == ["register_commands"]
+    assert plugins["commands"]["status"] == "loaded"
+    assert list(plugins)[:2] == ["stdio", "commands"]
+
+
+def test_plugins_text_in_process(capsys):
+    assert main(["plugins"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == [
+        "stdio (built-in, loaded)",
+        "    hooks: register_client_transports, register_server_transports",
+        "commands (built-in, loaded)",
+        "    hooks: register_commands",
+    ]
+
+
+def test_call_success_exits_0(runs):
+    run = runs["call_ok"]
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "héllo\n"
+
+
+def test_call_error_result_exits_1(runs):
+    run = runs["call_error"]
+    assert run.returncode == 1, run.stderr
+    assert run.stdout == "Invalid input for tool 'echo': text: Input should be a valid string\n"
+
+
+def test_inspect_json(runs):
+    run = runs["inspect"]
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["server"]["name"] == "echo"
+    assert report["server"]["version"] == "1.0.0"
+    assert report["protocol_version"] == "2026-07-28"
+    assert [t["name"] for t in report["tools"]] == ["echo"]
+    assert report["tools"][0]["inputSchema"]["required"] == ["text"]
+    assert report["resources"] == []
+    assert report["prompts"] == []
+
+
+def test_bad_target_exits_2_naming_it(runs):
+    run = runs["bad_target"]
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr == (
+        "toolkernel: error: TARGET 'no-colon-here' must look like path/file.py:attr or package.module:attr\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            "{text: 1}",
+            "--args is not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2",
+        ),
+        ("", "--args is not valid JSON: Expecting value at line 1 column 1"),
+        ("[1, 2]", "--args must be a JSON object, got list"),
+        ('"text"', "--args must be a JSON object, got str"),
+    ],
+)
+def test_bad_args_exit_2_naming_the_problem(args, message, capsys):
+    assert main(["call", ECHO_COMMAND, "echo", "--args", args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"toolkernel: error: {message}\n"
+
+
+def test_call_json_in_process(capsys):
+    assert main(["call", ECHO_COMMAND, "echo", "--args", '{"text": "j"}', "--json", "--mode", "legacy"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["content"] == [{"type": "text", "text": "j"}]
+    assert result["isError"] is False
+
+
+def test_serve_http_without_the_plugin_names_the_package(runs):
+    run = runs["http_missing"]
+    assert run.returncode == 2
+    assert run.stderr == (
+        "toolkernel: error: --transport 'http' is not installed (pip install toolkernel-http); "
+        "available: stdio\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (":app", "TARGET ':app' must look like path/file.py:attr or package.module:attr"),
+        ("file.py:", "TARGET 'file.py:' must look like path/file.py:attr or package.module:attr"),
+        ("nowhere/missing.py:app", "TARGET 'nowhere/missing.py:app': no such file 'nowhere/missing.py'"),
+        (
+            f"{ECHO_TARGET[:-4]}:nope",
+            f"TARGET '{ECHO_TARGET[:-4]}:nope': 'docs/examples/echo_server.py' has no attribute 'nope'",
+        ),
+        ("toolkernel_no_such_module:app", "TARGET 'toolkernel_no_such_module:app': cannot import module"),
+        ("os:sep", "TARGET 'os:sep' is a str, not a toolkernel.MCPServer"),
+        ("json:dumps", "TARGET 'json:dumps': calling 'dumps' to make the server raised TypeError"),
+    ],
+)
+def test_bad_target_forms_in_process(target, message, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("TOOLKERNEL_DISABLE_PLUGINS", "toolkernel-http")
+    assert main(["serve", target]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"toolkernel: error: {message}")
+    assert captured.err.count("\n") == 1
+
+
+def test_target_whose_import_raises(tmp_path, capsys):
+    broken = tmp_path / "broken_server.py"
+    broken.write_text("raise RuntimeError('import-time failure')\n")
+    assert main(["serve", f"{broken}:app"]) == 2
+    assert capsys.readouterr().err == (
+        f"toolkernel: error: TARGET '{broken}:app': importing '{broken}' raised "
+        "RuntimeError: import-time failure\n"
+    )
+
+
+def test_unknown_command_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["frobnicate"])
+    assert info.value.code == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
