@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import ToolAnnotations
 
 app = MCPServer("sdk-peer", instructions="A test peer written with the mcp SDK.")
@@ -67,6 +68,33 @@ def count() -> int:
     value = int(path.read_text() or "0") + 1 if path.exists() else 1
     path.write_text(str(value))
     return value
+
+
+@app.resource("note://today", mime_type="text/plain")
+def today() -> str:
+    """A note the ``touch`` tool reports as updated."""
+    return "nothing yet"
+
+
+@app.tool()
+async def add_prompt(name: str, ctx: Context) -> str:
+    """Add a prompt, then say the prompt list changed (both protocol eras)."""
+    app.add_prompt(Prompt.from_function(lambda: f"prompt {name}", name=name, description="added at run time"))
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_prompts_changed()
+    else:
+        await ctx.session.send_prompt_list_changed()
+    return name
+
+
+@app.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Say resource ``uri`` was updated (both protocol eras)."""
+    if ctx.protocol_version == "2026-07-28":
+        await ctx.notify_resource_updated(uri)
+    else:
+        await ctx.session.send_resource_updated(uri)
+    return uri
 
 
 if __name__ == "__main__":

@@ -502,8 +502,17 @@ class MCPClient:
         )
 
     async def subscribe_resource(self, server: str, uri: str) -> None:
-        """Get ``on_resource_updated`` events for ``uri``; renewed after every reconnect."""
+        """Get ``on_resource_updated`` events for ``uri``; renewed after every reconnect.
+
+        2025-era servers get ``resources/subscribe``; 2026-07-28 servers a re-opened
+        ``subscriptions/listen`` stream that names the URI.
+        """
         conn = self._conn(server)
+        await conn.ready_client(conn.connect_timeout)
+        if conn.modern:
+            conn.subscriptions.add(uri)
+            await conn.resubscribe()
+            return
 
         async def op(client: Any, meta: dict[str, Any]) -> Any:
             with warnings.catch_warnings():
@@ -517,6 +526,9 @@ class MCPClient:
         """Stop the updates for ``uri``."""
         conn = self._conn(server)
         conn.subscriptions.discard(uri)
+        if conn.modern:
+            await conn.resubscribe()
+            return
 
         async def op(client: Any, meta: dict[str, Any]) -> Any:
             with warnings.catch_warnings():

@@ -136,6 +136,8 @@ class ServerConnection:
         self.resource_templates: list[types.ResourceTemplate] = []
         self.subscriptions: set[str] = set()
         self.log_level: types.LoggingLevel | None = None
+        self.capabilities: types.ServerCapabilities | None = None
+        self._closing = False
         self.progress_routes: dict[str | int, Callable[[float, float | None, str | None], None]] = {}
         self._changed = anyio.Event()
         self._lost = anyio.Event()
@@ -146,6 +148,9 @@ class ServerConnection:
         self._scope: anyio.CancelScope | None = None
         self.done = anyio.Event()
         self._http_kind: str | None = None
+        self._relisten = anyio.Event()
+        self._listened_with: frozenset[str] | None = None
+        self._listen_changed = anyio.Event()
 
     # -- timing -------------------------------------------------------------------------
 
@@ -190,7 +195,7 @@ class ServerConnection:
             attempt=self.attempt,
             protocol_version=session.protocol_version if session else None,
             server_info=session.server_info if session else None,
-            capabilities=session.server_capabilities if session else None,
+            capabilities=(self.capabilities or session.server_capabilities) if session else None,
             instructions=session.instructions if session else None,
             tools=list(self.tools),
             prompts=list(self.prompts),
@@ -224,7 +229,7 @@ class ServerConnection:
 
     def report_lost(self, reason: str) -> None:
         """A request saw the connection go: tear it down and reconnect."""
-        if self.state == "ready" and not self._lost.is_set():
+        if self.state == "ready" and not self._lost.is_set() and not self._closing:
             self._lost_reason = reason
             self._lost.set()
             # At once, not after the teardown: a retry must wait for the next connection.
@@ -243,6 +248,7 @@ class ServerConnection:
             self.done.set()
 
     def cancel(self) -> None:
+        self._closing = True
         if self._scope is not None:
             self._scope.cancel()
 
@@ -383,12 +389,19 @@ class ServerConnection:
 
     def _on_stream_end(self) -> None:
         self.report_lost("the server closed the connection")
-        if self.state != "ready":
+        if self.state != "ready" and not self._closing:
             self._lost_reason = "the server closed the connection"
             self._lost.set()
 
     async def _discover(self, client: Client) -> None:
         caps = client.server_capabilities
+        if self.config.protocol not in ("auto", "legacy"):
+            # A pinned version skips the SDK's probe, which leaves the capabilities empty: ask.
+            import mcp_types as types
+
+            raw = await client.session.send_discover(self.config.protocol)
+            caps = types.DiscoverResult.model_validate(raw, by_name=False).capabilities
+        self.capabilities = caps
         self.tools = await _paged(client.list_tools, "tools") if caps.tools is not None else []
         if caps.prompts is not None:
             self.prompts = await _paged(client.list_prompts, "prompts")
@@ -401,6 +414,8 @@ class ServerConnection:
             self.resources, self.resource_templates = [], []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", _deprecation())
+            if self.modern:
+                return
             if self.log_level is not None:
                 await client.session.set_logging_level(self.log_level)
             for uri in sorted(self.subscriptions):
@@ -415,8 +430,89 @@ class ServerConnection:
             tg.start_soon(self._refresher, client)
             if probing:
                 tg.start_soon(self._heartbeat, client)
+            if self.modern:
+                tg.start_soon(self._listener, client)
             await self._lost.wait()
             tg.cancel_scope.cancel()
+
+    @property
+    def modern(self) -> bool:
+        """Whether the live connection speaks 2026-07-28 or later (changes come by subscriptions/listen)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        client = self.client
+        return client is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def resubscribe(self) -> None:
+        """Re-open the listen stream with the current subscriptions and wait (bounded) for its ack."""
+        wanted = frozenset(self.subscriptions)
+        self._relisten.set()
+        with anyio.move_on_after(self.timeout):
+            while self._listened_with != wanted:
+                await self._listen_changed.wait()
+        if self._listened_with != wanted:
+            raise MCPClientError(self.name, "subscriptions/listen did not acknowledge the new subscriptions")
+
+    async def _listener(self, client: Client) -> None:
+        """Keep a ``subscriptions/listen`` stream open (2026-07-28): list changes and resource updates.
+
+        Re-opened when the subscriptions change; its events are handled here, not in
+        :meth:`_on_message` (the SDK passes only some of them on as notifications).
+        """
+        caps = self.capabilities or client.server_capabilities
+        while True:
+            self._relisten = anyio.Event()
+            uris = frozenset(self.subscriptions)
+            scope = anyio.CancelScope(deadline=anyio.current_time() + self.timeout)
+            try:
+                with scope:
+                    async with client.listen(
+                        tools_list_changed=caps.tools is not None,
+                        prompts_list_changed=caps.prompts is not None,
+                        resources_list_changed=caps.resources is not None,
+                        resource_subscriptions=sorted(uris),
+                    ) as subscription:
+                        scope.deadline = math.inf
+                        self._mark_listening(uris)
+                        async with anyio.create_task_group() as tg:
+
+                            async def drain() -> None:
+                                async for event in subscription:
+                                    self._on_event(event)
+                                tg.cancel_scope.cancel()
+
+                            tg.start_soon(drain)
+                            await self._relisten.wait()
+                            tg.cancel_scope.cancel()
+                if scope.cancelled_caught:
+                    _log.warning("subscriptions/listen was not acknowledged in time", server=self.name)
+            except Exception as exc:
+                _log.warning("subscriptions/listen failed", server=self.name, error=_describe(exc))
+                self._mark_listening(None)
+                with anyio.move_on_after(1.0):
+                    await self._relisten.wait()
+
+    def _on_event(self, event: Any) -> None:
+        from mcp.client.subscriptions import (
+            PromptsListChanged,
+            ResourcesListChanged,
+            ResourceUpdated,
+            ToolsListChanged,
+        )
+
+        if isinstance(event, ResourceUpdated):
+            self.owner._post("resource_updated", (self.name, event.uri))
+        elif isinstance(event, ToolsListChanged):
+            self._mark_stale("tools")
+        elif isinstance(event, PromptsListChanged):
+            self._mark_stale("prompts")
+        elif isinstance(event, ResourcesListChanged):
+            self._mark_stale("resources")
+
+    def _mark_listening(self, uris: frozenset[str] | None) -> None:
+        self._listened_with = uris
+        changed, self._listen_changed = self._listen_changed, anyio.Event()
+        changed.set()
 
     async def _heartbeat(self, client: Client) -> None:
         interval = self.owner.config.policy.heartbeat_interval or 10.0
@@ -479,6 +575,8 @@ class ServerConnection:
             if route is not None:
                 route(p.progress, p.total, p.message)
             self.owner._post("progress", (self.name, p))
+        elif self.modern:
+            return  # changes arrive on the listen stream (_listener)
         elif isinstance(message, types.ResourceUpdatedNotification):
             self.owner._post("resource_updated", (self.name, str(message.params.uri)))
         elif isinstance(message, types.ToolListChangedNotification):
