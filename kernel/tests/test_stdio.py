@@ -45,6 +45,24 @@ NOISY_SERVER = textwrap.dedent(
 )
 
 
+SLOW_SERVER = textwrap.dedent(
+    '''
+    import anyio
+
+    from toolkernel import MCPServer
+
+    app = MCPServer("slow", "0.0.1")
+
+
+    @app.tool
+    async def slow(text: str) -> str:
+        """Answers after a short while."""
+        await anyio.sleep(0.3)
+        return text
+    '''
+)
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "TOOLKERNEL_LOG_LEVEL": "WARNING"}
 
@@ -276,3 +294,47 @@ def test_inspector_cli_lists_and_calls_echo():
     assert [t["name"] for t in listed["tools"]] == ["echo"]
     assert listed["tools"][0]["inputSchema"]["required"] == ["text"]
     assert called == {"content": [{"type": "text", "text": "héllo inspector"}], "isError": False}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="at end of input the SDK dispatcher cancels requests still in flight, so `serve < requests.jsonl` "
+    "answers initialize but drops the calls after it; answering them needs the stdio transport to hold "
+    "end-of-stream until in-flight requests finish (a design change)",
+)
+def test_requests_from_a_file_are_all_answered(tmp_path):
+    (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
+    requests = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "f", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"text": "a"}},
+        },
+    ]
+    batch = tmp_path / "requests.jsonl"
+    batch.write_text("".join(json.dumps(r) + "\n" for r in requests))
+    with batch.open("rb") as stdin:
+        done = subprocess.run(
+            [*SERVE, f"{tmp_path / 'slow_server.py'}:app"],
+            cwd=tmp_path,
+            env=_env(),
+            stdin=stdin,
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+    assert done.returncode == 0, done.stderr
+    responses = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["id"] for r in responses] == [1, 2]
+    assert responses[1]["result"]["content"] == [{"type": "text", "text": "a"}]
