@@ -299,8 +299,8 @@ def test_inspector_cli_lists_and_calls_echo():
 @pytest.mark.xfail(
     strict=True,
     reason="at end of input the SDK dispatcher cancels requests still in flight, so `serve < requests.jsonl` "
-    "answers initialize but drops the calls after it; answering them needs the stdio transport to hold "
-    "end-of-stream until in-flight requests finish (a design change)",
+    "answers a tools/call still running with -32000 'Connection closed' (or not at all); answering it needs "
+    "the stdio transport to hold end-of-stream until in-flight requests finish (a design change)",
 )
 def test_requests_from_a_file_are_all_answered(tmp_path):
     (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
