@@ -6,6 +6,7 @@ send them only on a ``subscriptions/listen`` stream, which MCPClient keeps open.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import anyio
@@ -67,3 +68,44 @@ async def test_resource_subscription(client_kernel: Any, protocol: str) -> None:
         read = await client.read_resource("sdk", "note://today")
         assert read.contents[0].text == "nothing yet"  # type: ignore[union-attr]
         await client.unsubscribe_resource("sdk", "note://today")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_elicitation_and_sampling_from_a_toolkernel_server(client_kernel: Any, protocol: str) -> None:
+    import mcp_types as types
+
+    from .conftest import ROOT
+
+    asked: list[str] = []
+
+    async def elicit(server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(f"{server}: {params.message}")
+        return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+    async def sample(server: str, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(f"{server}: {params.messages[0].content.text}")  # type: ignore[union-attr]
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="short"), model="m1"
+        )
+
+    server = {
+        "command": sys.executable,
+        "args": ["-m", "toolkernel", "serve", str(ROOT / "kernel/tests/client/tk_server.py") + ":app"],
+        "stderr": "devnull",
+        "protocol": protocol,
+    }
+    client = MCPClient(
+        {"servers": {"tk": server}, "connect_timeout": 60},
+        kernel=client_kernel,
+        store=MemoryServerStore(),
+        elicitation_handler=elicit,
+        sampling_handler=sample,
+    )
+    async with client:
+        assert client.get_servers()["tk"].protocol_version == (
+            "2025-11-25" if protocol == "legacy" else "2026-07-28"
+        )
+        assert (await client.call_tool("tk_greet")).text == "hello Grace"
+        assert (await client.call_tool("tk_summarize", {"text": "a long story"})).text == "m1: short"
+    assert asked == ["tk: Who are you?", "tk: Summarize: a long story"]

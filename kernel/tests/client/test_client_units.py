@@ -172,3 +172,19 @@ async def test_store_round_trip(kind: str, tmp_path: object) -> None:
 def test_a_store_must_implement_the_protocol() -> None:
     with pytest.raises(ConfigError, match="store must implement ServerStore"):
         MCPClient({}, store=object())  # type: ignore[arg-type]
+
+
+def test_importing_the_client_stays_cheap() -> None:
+    """So ``toolkernel`` can re-export MCPClient without loading the SDK or logging at import."""
+    import json
+    import subprocess
+    import sys
+
+    heavy = ["mcp", "mcp_types", "structlog", "httpx", "sqlite3", "pluggy._tracing"]
+    code = (
+        f"import sys, json, toolkernel.client; print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert json.loads(done.stdout) == []

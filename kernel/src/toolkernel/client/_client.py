@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from toolkernel._logging import get_logger
 from toolkernel.client._connection import (
     ProgressCallback,
     ServerConnection,
     ServerSnapshot,
     StateChange,
     _deprecation,
+    _log,
 )
 from toolkernel.client._content import ToolOutput, map_result
 from toolkernel.client._names import ToolRef, build_table
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
     from toolkernel._kernel import Kernel
 
-_log = get_logger("toolkernel.client")
 _LIVE: set[str] = set()
 """Store keys of the clients running in this process (a second one with the same key is an error)."""
 _CLOSE_GRACE_S = 10.0

@@ -40,7 +40,16 @@ T = TypeVar("T")
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 
 _PAGE_CAP = 100
-_log = get_logger("toolkernel.client")
+
+
+class _LazyLogger:
+    """structlog, loaded (and logging configured) on the first line logged, not at import."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(get_logger("toolkernel.client"), name)
+
+
+_log: Any = _LazyLogger()
 
 
 @dataclass(frozen=True)
@@ -626,8 +635,8 @@ class ServerConnection:
         start = anyio.current_time()
         client = await self.ready_client(min(limit, self.connect_timeout))
         token = run_id if run_id is not None else uuid.uuid4().hex
-        if token in self.progress_routes:
-            raise ConfigError(f"run id {token!r} is already in use on server {self.name!r}")
+        if token in self.progress_routes or str(token) in self.owner._runs:
+            raise ConfigError(f"run id {token!r} is already in use by a request in flight")
         scope = anyio.CancelScope(deadline=anyio.current_time() + limit)
         cancelled_by_user = False
 
