@@ -180,7 +180,7 @@ def test_importing_the_client_stays_cheap() -> None:
     import subprocess
     import sys
 
-    heavy = ["mcp", "mcp_types", "structlog", "httpx", "sqlite3", "pluggy._tracing"]
+    heavy = ["mcp", "mcp_types", "structlog", "httpx", "sqlite3"]
     code = (
         f"import sys, json, toolkernel.client; print(json.dumps([m for m in {heavy!r} if m in sys.modules]))"
     )
