@@ -229,3 +229,26 @@ async def test_two_live_clients_with_one_config_need_ids(client_kernel: Any) -> 
             pass
     async with MCPClient(config, kernel=client_kernel, store=MemoryServerStore()):
         pass
+
+
+@pytest.mark.anyio
+@pytest.mark.node
+async def test_http_auth_is_applied_to_every_request(client_kernel: Any) -> None:
+    import httpx2
+
+    class Bearer(httpx2.Auth):
+        def __init__(self) -> None:
+            self.used = 0
+
+        def auth_flow(self, request: httpx2.Request) -> Any:
+            self.used += 1
+            request.headers["Authorization"] = "Bearer test-token"
+            yield request
+
+    bearer = Bearer()
+    with everything_http("streamableHttp") as http:
+        config = {"servers": {"web": {"url": http.url, "transport": "streamable-http"}}}
+        client = MCPClient(config, kernel=client_kernel, store=MemoryServerStore(), auth={"web": bearer})
+        async with client:
+            assert (await client.call_tool("web_echo", {"message": "auth"})).text == "Echo: auth"
+    assert bearer.used >= 2

@@ -111,6 +111,8 @@ class MCPClient:
         advertised to servers when set before they connect.
     :param elicitation_handler: ``async (server, ElicitRequestParams) -> ElicitResult``.
     :param roots: the roots offered to servers (``None``: no roots capability).
+    :param auth: URL server name → an ``httpx2.Auth`` (an OAuth provider, a token refresher),
+        used during the ``authenticating`` step and every request after; never stored.
     """
 
     def __init__(
@@ -123,6 +125,7 @@ class MCPClient:
         sampling_handler: SamplingHandler | None = None,
         elicitation_handler: ElicitationHandler | None = None,
         roots: list[types.Root] | None = None,
+        auth: Mapping[str, Any] | None = None,
         client_name: str = "toolkernel-mcp-client",
     ) -> None:
         self.config = validate_config(config if config is not None else {})
@@ -133,6 +136,7 @@ class MCPClient:
         self._sampling_handler = sampling_handler
         self._elicitation_handler = elicitation_handler
         self._roots = list(roots) if roots is not None else None
+        self._auth = dict(auth or {})
         self._client_name = client_name
         self._connections: dict[str, ServerConnection] = {}
         self._listeners: dict[str, list[Callable[..., Any]]] = {}

@@ -388,7 +388,7 @@ class ServerConnection:
             headers=config.headers,
             connect_timeout=self.connect_timeout,
             read_timeout=config.sse_read_timeout,
-            extra={"transport": kind},
+            extra={"transport": kind, "auth": self.owner._auth.get(self.name)},
         )
         try:
             name = kernel.client_transports.for_target(config.url)
