@@ -142,8 +142,14 @@ async def test_a_tool_that_never_answers_times_out_and_the_server_stays_usable(c
 async def test_progress_extends_the_timeout_up_to_the_hard_cap(client_kernel: Any) -> None:
     crawl = {"steps": 5, "step_seconds": 0.5}  # 2.5 s in all, progress every 0.5 s
     async with sdk_client(client_kernel, policy={"max_timeout": 3.5}) as client:
-        out = await client.call_tool("sdk_crawl", crawl, timeout=1.5)
+        steps: list[str | None] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            steps.append(message)
+
+        out = await client.call_tool("sdk_crawl", crawl, timeout=1.5, on_progress=on_progress)
         assert out.text == "crawled 5"
+        assert steps == [f"step {i}" for i in range(1, 6)]
         start = anyio.current_time()
         with pytest.raises(MCPClientError) as info:
             await client.call_tool("sdk_crawl", {"steps": 20, "step_seconds": 0.5}, timeout=1.5)

@@ -288,6 +288,8 @@ class MCPClient:
         connect timeout); ``throw_on_load_error`` then raises on failure.
         """
         server_config = validate_server(name, config)
+        if self._tg is None:
+            raise ConfigError("start the MCPClient first (async with MCPClient(...) as client)")
         if name in self._connections:
             raise ConfigError(f"servers.{name}: a server with this name is already registered")
         if persist:

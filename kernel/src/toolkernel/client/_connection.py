@@ -11,6 +11,7 @@ policy's hard cap), a liveness probe by the request timeout.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import uuid
 import warnings
@@ -147,7 +148,9 @@ class ServerConnection:
         self.log_level: types.LoggingLevel | None = None
         self.capabilities: types.ServerCapabilities | None = None
         self._closing = False
-        self.progress_routes: dict[str | int, Callable[[float, float | None, str | None], None]] = {}
+        self.progress_routes: dict[
+            str | int, Callable[[float, float | None, str | None], Awaitable[None]]
+        ] = {}
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._lost_reason = "connection lost"
@@ -582,7 +585,7 @@ class ServerConnection:
             p = message.params
             route = self.progress_routes.get(p.progress_token)
             if route is not None:
-                route(p.progress, p.total, p.message)
+                await route(p.progress, p.total, p.message)
             self.owner._post("progress", (self.name, p))
         elif self.modern:
             return  # changes arrive on the listen stream (_listener)
@@ -640,12 +643,14 @@ class ServerConnection:
         scope = anyio.CancelScope(deadline=anyio.current_time() + limit)
         cancelled_by_user = False
 
-        def progressed(progress: float, total: float | None, message: str | None) -> None:
+        async def progressed(progress: float, total: float | None, message: str | None) -> None:
             if policy.progress_extends_timeout:
                 scope.deadline = min(anyio.current_time() + limit, start + cap)
             if on_progress is not None:
                 try:
-                    on_progress(progress, total, message)
+                    result = on_progress(progress, total, message)
+                    if inspect.isawaitable(result):
+                        await result
                 except Exception:
                     _log.exception("progress callback failed", server=self.name)
 
