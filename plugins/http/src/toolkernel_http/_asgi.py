@@ -29,6 +29,7 @@ from starlette.datastructures import Headers, State
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore, SessionScopedEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
 
@@ -102,7 +103,7 @@ def asgi_app(
     app = MCPHTTPApp()
     routes: list[BaseRoute] = []
     if streamable:
-        routes.append(Route(path, endpoint=_StreamableEndpoint(manager, app.state)))
+        routes.append(Route(path, endpoint=_StreamableEndpoint(manager, app.state, opts.max_body_bytes)))
     if opts.legacy_sse or not streamable:
         sse = SseServerTransport(
             opts.messages_path, security_settings=_NO_SDK_CHECKS, max_request_body_size=opts.max_body_bytes
@@ -188,11 +189,13 @@ class _SessionManager(StreamableHTTPSessionManager):
 
 
 class _StreamableEndpoint:
-    """ASGI endpoint handing every request on the MCP path to the session manager."""
+    """ASGI endpoint handing requests on the MCP path to the session manager (or the direct path)."""
 
-    def __init__(self, manager: StreamableHTTPSessionManager, state: State) -> None:
+    def __init__(self, manager: _SessionManager, state: State, max_body_bytes: int) -> None:
         self.manager = manager
         self.state = state
+        self.max_body_bytes = max_body_bytes
+        self.direct = manager.stateless and manager.json_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.state.started:
@@ -204,6 +207,18 @@ class _StreamableEndpoint:
                 INTERNAL_ERROR,
             )
             return
+        version = _fastpath.takes(scope) if self.direct else None
+        if version is not None:
+            body = await _fastpath.read_body(receive, self.max_body_bytes)
+            if body is None:
+                await _error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
+                return
+            request = _fastpath.parse(body)
+            if request is not None:
+                state = self.manager._lifespan_state
+                await _fastpath.serve(self.manager.app, state, request, version, scope, receive, send)
+                return
+            receive = _fastpath.replaying(body, receive)
         await self.manager.handle_request(scope, receive, send)
 
 
