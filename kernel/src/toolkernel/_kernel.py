@@ -106,6 +106,8 @@ class Kernel:
         self._raw_settings = dict(settings or {})
         self._validated_settings: dict[str, BaseModel] = {}
         self._event_callers: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
+        self._generation = 0
+        """Bumped whenever the set of plugins changes, so callers built on it know to rebuild."""
 
         from toolkernel._builtin import BUILTIN_PLUGINS
 
@@ -204,6 +206,7 @@ class Kernel:
         get_logger("toolkernel.plugins").warning(text)
 
     def _invalidate(self) -> None:
+        self._generation += 1
         for attr in _REGISTRY_ATTRS:
             self.__dict__.pop(attr, None)
         self._event_callers.clear()

@@ -42,10 +42,16 @@ class ToolCaller:
         plugin_mw = [entry.value for entry in kernel.tool_middleware.entries()]
         self._chain = chain([*plugin_mw, *middleware], self._execute)
         self._hooked = {hook: kernel.listens(hook) for hook in (*_CALLBACKS, "on_tool_error")}
+        self._generation = kernel._generation
 
     def serves(self, kernel: Kernel, middleware: list[ToolMiddleware]) -> bool:
-        """Whether this caller was built for ``kernel`` and this exact middleware list."""
-        return kernel is self._kernel and middleware == self._server_mw
+        """Whether this caller was built for ``kernel`` as its plugins are now, and this exact
+        middleware list."""
+        return (
+            kernel is self._kernel
+            and kernel._generation == self._generation
+            and middleware == self._server_mw
+        )
 
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run ``tool`` on ``arguments``; never raises except to ask the client for input."""
