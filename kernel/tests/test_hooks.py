@@ -28,12 +28,12 @@ from toolkernel import (
     hookspecs,
     tool,
 )
-from toolkernel._connect import connect
 from toolkernel._serving import ServingAppImpl
 from toolkernel.cli import build_parser
 from toolkernel.embedders import Embedder
 from toolkernel.rerankers import Reranker
 from toolkernel.testing import connect_in_memory
+from toolkernel.testing import connect_sdk_client as connect
 from toolkernel.transports import ClientTransportOptions, ServeOptions
 
 MODES = ["legacy", "auto"]
@@ -741,3 +741,21 @@ def test_register_commands_adds_a_runnable_subcommand(kernel_with, capsys):
     assert list(kernel.commands)[:5] == ["serve", "plugins", "inspect", "call", "version"]
     assert kernel.commands.origin("greet") != kernel.commands.origin("serve")
     assert kernel.commands.origin("serve") == "commands"
+
+
+@pytest.mark.anyio
+async def test_plugins_registered_or_removed_after_the_first_call_take_effect(kernel):
+    server = _echo_server(kernel)
+    assert await server.execute_tool("echo", {"text": "before"}) == "before"
+    recorder = EventRecorder()
+    plugin = MiddlewarePlugin()
+    kernel.register(recorder, name="late-recorder")
+    kernel.register(plugin, name="late-middleware")
+    assert await server.execute_tool("echo", {"text": "after"}) == "after"
+    assert [name for name, _ in recorder.events] == ["start", "delta", "available", "output"]
+    assert plugin.trace == ["timing>", "gate>", "cache>", "<timing"]
+    kernel.unregister("late-middleware")
+    kernel.unregister("late-recorder")
+    assert await server.execute_tool("echo", {"text": "gone"}) == "gone"
+    assert len(recorder.events) == 4
+    assert len(plugin.trace) == 4
