@@ -38,15 +38,29 @@ def configure_logging(level: str | int | None = None, *, json: bool | None = Non
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_STDERR),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_STDERR)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(numeric, logging.WARNING) if numeric < logging.WARNING else numeric)
     _configured = True
+
+
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is at each write: test runners and notebooks swap it, and a
+    stream bound at configuration time may be closed by the time a later line is logged."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR = _CurrentStderr()
 
 
 def get_logger(name: str = "toolkernel") -> Any:
