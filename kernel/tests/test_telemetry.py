@@ -277,3 +277,19 @@ async def test_served_process_exports_spans_to_stderr_and_keeps_stdout_clean():
     assert '"name": "tools/call echo"' in stderr
     assert '"name": "execute_tool echo"' in stderr
     assert '"service.name": "echo-under-test"' in stderr
+
+
+def test_logging_follows_sys_stderr_when_it_is_replaced(monkeypatch, restore_logging):
+    import io
+
+    from toolkernel._logging import configure_logging, get_logger
+
+    configure_logging("INFO", json=True)
+    replaced = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", replaced)
+    get_logger("toolkernel.test").warning("after the swap", n=1)
+    logging.getLogger("toolkernel.stdlib").error("stdlib after the swap")
+    lines = replaced.getvalue().splitlines()
+    assert json.loads(lines[0])["event"] == "after the swap"
+    assert json.loads(lines[0])["n"] == 1
+    assert lines[1] == "ERROR toolkernel.stdlib: stdlib after the swap"
