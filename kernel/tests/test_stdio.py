@@ -17,7 +17,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from toolkernel._connect import connect
+from toolkernel.testing import connect_sdk_client as connect
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_TARGET = "docs/examples/echo_server.py:app"

@@ -10,6 +10,10 @@ import pluggy
 
 from toolkernel._kernel import Kernel as Kernel
 from toolkernel.auth import AuthInfo as AuthInfo
+from toolkernel.client import MCPClient as MCPClient
+from toolkernel.client import MCPClientConfig as MCPClientConfig
+from toolkernel.client import ServerStore as ServerStore
+from toolkernel.client import ToolError as ToolError
 from toolkernel.context import Elicitation as Elicitation
 from toolkernel.context import RequestValues as RequestValues
 from toolkernel.context import Sampled as Sampled
@@ -45,6 +49,8 @@ __all__ = [
     "ConfigError",
     "Elicitation",
     "Kernel",
+    "MCPClient",
+    "MCPClientConfig",
     "MCPClientError",
     "MCPServer",
     "MissingDependencyError",
@@ -56,11 +62,13 @@ __all__ = [
     "Resource",
     "ResourceTemplate",
     "Sampled",
+    "ServerStore",
     "SessionEvent",
     "Tool",
     "ToolAnnotations",
     "ToolCall",
     "ToolContext",
+    "ToolError",
     "ToolEvent",
     "ToolExecutionError",
     "ToolOutcome",

@@ -26,7 +26,7 @@ from toolkernel.events import SessionEvent
 from toolkernel.resources import call_maybe_async
 
 if TYPE_CHECKING:
-    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.context import CallNext, ServerRequestContext
     from mcp.server.models import InitializationOptions
     from mcp.shared._stream_protocols import ReadStream, WriteStream
     from mcp.shared.message import SessionMessage
@@ -129,7 +129,7 @@ class _TrackConnections:
     def __init__(self, server: MCPServer) -> None:
         self._live = server._live
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         connection = connection_of(ctx)
         if connection is not None:
             self._live.add(connection)

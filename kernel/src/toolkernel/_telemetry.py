@@ -19,7 +19,7 @@ from opentelemetry import trace
 from toolkernel.errors import MissingDependencyError
 
 if TYPE_CHECKING:
-    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.context import CallNext, ServerRequestContext
     from opentelemetry.trace import Span
 
 _tracer = trace.get_tracer("toolkernel")
@@ -74,7 +74,7 @@ def configure_from_env(environ: dict[str, str] | None = None) -> bool:
 class RequestSpans:
     """SDK server middleware: one SERVER span per inbound MCP message, when tracing is on."""
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
         if not tracing_enabled():
             return await call_next(ctx)
         from opentelemetry.trace import SpanKind, StatusCode
@@ -107,7 +107,7 @@ class RequestSpans:
             set_status_on_exception=False,
         ) as span:
             try:
-                result = await call_next(ctx)
+                result: Any = await call_next(ctx)
             except Exception as exc:
                 code = getattr(getattr(exc, "error", None), "code", None)
                 span.set_attribute("error.type", str(code) if code is not None else type(exc).__qualname__)

@@ -106,33 +106,46 @@ def _call_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the whole result as JSON")
 
 
+def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
+    """An MCPClient holding just SERVER (a URL or a command line), loaded or failing loudly."""
+    import shlex
+
+    from toolkernel.client import MCPClient
+    from toolkernel.errors import ConfigError
+
+    if not args.server.strip():
+        raise ConfigError("SERVER is empty: give a URL or a command line")
+    if "://" in args.server:
+        server: dict[str, Any] = {"url": args.server}
+    else:
+        argv = shlex.split(args.server)
+        server = {"command": argv[0], "args": argv[1:]}
+    server.update(protocol=args.mode, timeout=args.timeout, connect_timeout=args.timeout)
+    config = {
+        "id": f"cli-{id(args)}",
+        "servers": {"server": server},
+        "throw_on_load_error": True,
+        "prefix_tool_name_with_server_name": False,
+        "policy": {"stdio_restart": {"max_attempts": 0}, "http_reconnect": {"max_attempts": 0}},
+    }
+    return MCPClient(config, kernel=kernel, persist=False)
+
+
 async def _inspect(args: argparse.Namespace, kernel: Kernel) -> int:
     import anyio
 
-    from toolkernel._connect import connect
-
     with anyio.fail_after(args.timeout):
-        async with connect(kernel, args.server, mode=args.mode) as client:
-            info = client.server_info
-            caps = client.server_capabilities
-            report: dict[str, Any] = {
-                "server": info.model_dump(mode="json", exclude_none=True) if info else None,
-                "protocol_version": client.protocol_version,
-                "instructions": client.instructions,
-                "tools": [],
-                "resources": [],
-                "resource_templates": [],
-                "prompts": [],
-            }
-            if caps.tools is not None:
-                report["tools"] = _dump((await client.list_tools()).tools)
-            if caps.resources is not None:
-                report["resources"] = _dump((await client.list_resources()).resources)
-                report["resource_templates"] = _dump(
-                    (await client.list_resource_templates()).resource_templates
-                )
-            if caps.prompts is not None:
-                report["prompts"] = _dump((await client.list_prompts()).prompts)
+        async with _one_server(args, kernel) as client:
+            snap = client.get_servers()["server"]
+    report: dict[str, Any] = {
+        "server": snap.server_info.model_dump(mode="json", exclude_none=True) if snap.server_info else None,
+        "protocol_version": snap.protocol_version,
+        "instructions": snap.instructions,
+        "tools": _dump(snap.tools),
+        "resources": _dump(snap.resources),
+        "resource_templates": _dump(snap.resource_templates),
+        "prompts": _dump(snap.prompts),
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -154,7 +167,6 @@ async def _inspect(args: argparse.Namespace, kernel: Kernel) -> int:
 async def _call(args: argparse.Namespace, kernel: Kernel) -> int:
     import anyio
 
-    from toolkernel._connect import connect
     from toolkernel.errors import ConfigError
 
     try:
@@ -166,8 +178,9 @@ async def _call(args: argparse.Namespace, kernel: Kernel) -> int:
     if not isinstance(arguments, dict):
         raise ConfigError(f"--args must be a JSON object, got {type(arguments).__name__}")
     with anyio.fail_after(args.timeout):
-        async with connect(kernel, args.server, mode=args.mode) as client:
-            result = await client.call_tool(args.tool, arguments)
+        async with _one_server(args, kernel) as client:
+            output = await client.call_server_tool("server", args.tool, arguments, raise_on_error=False)
+    result = output.result
     if args.json:
         print(result.model_dump_json(by_alias=True, exclude_none=True, indent=2))
     else:

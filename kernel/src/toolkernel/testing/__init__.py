@@ -12,10 +12,13 @@ plugin kind live in submodules (``toolkernel.testing.stores``).
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import AsyncIterator, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from toolkernel.errors import ConfigError, MCPClientError
 
 if TYPE_CHECKING:
     from mcp.client import Client
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
     from toolkernel.server import MCPServer
 
-__all__ = ["connect_in_memory"]
+__all__ = ["connect_in_memory", "connect_sdk_client"]
 
 
 @contextlib.asynccontextmanager
@@ -59,6 +62,43 @@ async def connect_in_memory(
                 yield client
         finally:
             tg.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def connect_sdk_client(
+    kernel: Kernel, server: str, *, mode: str = "auto", **client_options: Any
+) -> AsyncIterator[Client]:
+    """A bare SDK ``Client`` over the kernel's client transport for ``server`` (a URL or a command line).
+
+    For tests of transports and eras below :class:`~toolkernel.MCPClient`; protocol
+    errors surface as :class:`~toolkernel.MCPClientError`.
+    """
+    from mcp.client import Client
+    from mcp.shared.exceptions import MCPError
+
+    if not server.strip():
+        raise ConfigError("SERVER is empty: give a URL or a command line")
+    target: str | list[str] = server if "://" in server else shlex.split(server)
+    transport = kernel.client_transport(target if isinstance(target, list) else server)
+    if mode not in ("auto", "legacy") and not mode[:4].isdigit():
+        raise ConfigError(f"--mode {mode!r}: use auto, legacy or a protocol version such as 2026-07-28")
+    try:
+        async with Client(transport, mode=mode, **client_options) as client:
+            yield client
+    except BaseException as exc:
+        leaf = _single_leaf(exc)
+        if isinstance(leaf, MCPError):
+            raise MCPClientError(server, leaf.message, leaf.code) from leaf
+        if leaf is not exc:
+            raise leaf from None
+        raise
+
+
+def _single_leaf(exc: BaseException) -> BaseException:
+    """The one real error inside nested exception groups (the SDK's task groups add them)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 @pytest.fixture
