@@ -7,6 +7,7 @@ next requests with an error status, a ``Retry-After`` header, or a delay.
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import socket
 import threading
@@ -43,7 +44,7 @@ class Failure:
     """One scripted answer: an error status (with optional Retry-After) or a delay before answering."""
 
     status: int = 200
-    retry_after: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
 
 
@@ -83,7 +84,7 @@ def make_app(state: ServerState) -> Starlette:
         if request.headers.get("authorization") != f"Bearer {API_KEY}":
             return JSONResponse({"error": {"message": "Incorrect API key provided"}}, status_code=401)
         if failure.status != 200:
-            headers = {"Retry-After": failure.retry_after} if failure.retry_after else {}
+            headers = failure.headers
             message = {"error": {"message": f"scripted {failure.status}"}}
             return JSONResponse(message, status_code=failure.status, headers=headers)
         if not isinstance(body.get("input"), list) or body.get("model") == "missing-model":
@@ -181,8 +182,20 @@ async def test_server_errors_are_retried(fake_api: FakeAPI) -> None:
 
 
 @pytest.mark.anyio
-async def test_429_waits_as_long_as_retry_after_says(fake_api: FakeAPI) -> None:
-    fake_api.state.fail_next(Failure(429, retry_after="1"))
+@pytest.mark.parametrize(
+    "headers",
+    [
+        pytest.param(lambda: {"Retry-After": "1"}, id="seconds"),
+        pytest.param(lambda: {"retry-after-ms": "1000"}, id="milliseconds"),
+        pytest.param(
+            lambda: {"Retry-After": email.utils.formatdate(time.time() + 2, usegmt=True)}, id="date"
+        ),
+    ],
+)
+async def test_429_waits_as_long_as_retry_after_says(
+    fake_api: FakeAPI, headers: Callable[[], dict[str, str]]
+) -> None:
+    fake_api.state.fail_next(Failure(429, headers=headers()))
     async with make(fake_api) as embedder:
         await embedder.embed(["x"])
     first, second = fake_api.state.times
@@ -191,7 +204,7 @@ async def test_429_waits_as_long_as_retry_after_says(fake_api: FakeAPI) -> None:
 
 @pytest.mark.anyio
 async def test_retry_after_beyond_the_limit_fails_at_once(fake_api: FakeAPI) -> None:
-    fake_api.state.fail_next(Failure(429, retry_after="3600"))
+    fake_api.state.fail_next(Failure(429, headers={"Retry-After": "3600"}))
     async with make(fake_api, max_retry_after=10) as embedder:
         with pytest.raises(OpenAIEmbedderError, match=r"batch 1/1 .*wait 3600 s"):
             await embedder.embed(["x"])
