@@ -1132,14 +1132,17 @@ async def test_server_list_changed_notification(kernel):
 
 
 @pytest.mark.anyio
-async def test_server_2026_era_subscriptions_are_not_implemented(kernel):
-    # docs/server.md says so; when subscriptions/listen arrives, update the docs and this test.
+async def test_server_2026_era_subscriptions_listen(kernel):
+    from mcp.shared.subscriptions import ResourceUpdated
+
     module = load_example("server/resources.py")
     async with connect_in_memory(module.app, kernel=kernel, mode="auto") as client:
-        with pytest.raises(Exception) as caught:
-            async with client.listen(resource_subscriptions=["notes://index"]):
-                pass
-    assert "Method not found" in repr(caught.value)
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(resource_subscriptions=["notes://index"]) as events:
+            await client.call_tool("write_note", {"name": "fresh-2026", "text": "hi"})
+            with anyio.fail_after(10):
+                event = await events.__anext__()
+    assert event == ResourceUpdated(uri="notes://index")
 
 
 @pytest.mark.anyio
@@ -1293,7 +1296,6 @@ def test_observability_logs_are_json_on_stderr_with_level_from_env(monkeypatch, 
     stderr = io.StringIO()  # not a terminal: JSON lines
     monkeypatch.setattr(sys, "stderr", stderr)
     monkeypatch.setenv("TOOLKERNEL_LOG_LEVEL", "warning")
-    monkeypatch.setattr(_logging, "_configured", False)
     root = logging.getLogger()
     saved_handlers, saved_level = root.handlers[:], root.level
     try:

@@ -164,18 +164,15 @@ async def test_trace_context_propagates_from_the_caller(kernel, spans):
 @pytest.fixture
 def restore_logging():
     """Put structlog and the root logger back as they were after the test reconfigures them."""
-    from toolkernel import _logging
-
     saved = structlog.get_config()
     root = logging.getLogger()
-    saved_handlers, saved_level, saved_flag = list(root.handlers), root.level, _logging._configured
+    saved_handlers, saved_level = list(root.handlers), root.level
     try:
         yield
     finally:
         structlog.configure(**saved)
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
-        _logging._configured = saved_flag
 
 
 @pytest.mark.anyio

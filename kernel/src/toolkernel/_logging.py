@@ -12,12 +12,9 @@ import sys
 from collections.abc import MutableMapping
 from typing import Any
 
-_configured = False
-
 
 def configure_logging(level: str | int | None = None, *, json: bool | None = None) -> None:
     """Send structlog and stdlib logging to stderr; ``TOOLKERNEL_LOG_LEVEL`` sets the level."""
-    global _configured
     import structlog
 
     level = level or os.environ.get("TOOLKERNEL_LOG_LEVEL", "INFO")
@@ -46,7 +43,6 @@ def configure_logging(level: str | int | None = None, *, json: bool | None = Non
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(numeric, logging.WARNING) if numeric < logging.WARNING else numeric)
-    _configured = True
 
 
 class _CurrentStderr:
@@ -67,9 +63,24 @@ def get_logger(name: str = "toolkernel") -> Any:
     """A structlog logger; configures stderr logging on first use if nobody did."""
     import structlog
 
-    if not _configured and not structlog.is_configured():
+    if not structlog.is_configured() or _writes_to_stdout(structlog.get_config()["logger_factory"]):
         configure_logging()
     return structlog.get_logger(name)
+
+
+def _writes_to_stdout(factory: Any) -> bool:
+    """Whether structlog is left at its default of printing to stdout, which may be the MCP wire.
+
+    That happens when structlog was reset, or touched (``structlog.testing.capture_logs``)
+    before anyone configured it; a factory an embedding application chose is left alone.
+    """
+    import structlog
+
+    return isinstance(factory, structlog.PrintLoggerFactory) and getattr(factory, "_file", None) in (
+        None,
+        sys.stdout,
+        sys.__stdout__,
+    )
 
 
 def _add_trace_ids(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
 from toolkernel._telemetry import RequestSpans
@@ -93,6 +94,7 @@ class ServingAppImpl:
                 on_get_prompt=handlers.get_prompt,
                 on_completion=handlers.complete,
                 on_set_logging_level=handlers.set_logging_level,
+                on_subscriptions_listen=ListenHandler(s.subscription_bus),
             )
         proto.middleware = [RequestSpans(), _TrackConnections(s)]
         return proto

@@ -131,6 +131,7 @@ class MCPServer:
         self._kernel = kernel
         self._live: weakref.WeakSet[Any] = weakref.WeakSet()
         self._subscriptions: dict[str, weakref.WeakSet[Any]] = {}
+        self._bus: Any = None
         self._log_level: str | None = None
         for item in tools:
             self.add_tool(item)
@@ -293,13 +294,34 @@ class MCPServer:
 
     # -- notifications to connected clients ---------------------------------------------------
 
+    @property
+    def subscription_bus(self) -> Any:
+        """The SDK ``SubscriptionBus`` feeding 2026-07-28 ``subscriptions/listen`` streams.
+
+        In-process by default; assign one backed by shared pub/sub before serving to fan
+        events out across replicas.
+        """
+        if self._bus is None:
+            from mcp.server.subscriptions import InMemorySubscriptionBus
+
+            self._bus = InMemorySubscriptionBus()
+        return self._bus
+
+    @subscription_bus.setter
+    def subscription_bus(self, bus: Any) -> None:
+        self._bus = bus
+
     async def notify_updated(self, uri: str) -> None:
-        """Tell clients subscribed to ``uri`` that it changed."""
+        """Tell clients subscribed to ``uri`` that it changed (both protocol eras)."""
         for connection in list(self._subscriptions.get(uri, ())):
             await _quietly(connection.send_resource_updated(uri))
+        if self._bus is not None:
+            from mcp.shared.subscriptions import ResourceUpdated
+
+            await _quietly(self._bus.publish(ResourceUpdated(uri=uri)))
 
     async def notify_list_changed(self, kind: Literal["tools", "resources", "prompts"] = "resources") -> None:
-        """Tell every connected client that the list of ``kind`` changed."""
+        """Tell every connected client that the list of ``kind`` changed (both protocol eras)."""
         for connection in list(self._live):
             send = {
                 "tools": connection.send_tool_list_changed,
@@ -307,6 +329,15 @@ class MCPServer:
                 "prompts": connection.send_prompt_list_changed,
             }[kind]
             await _quietly(send())
+        if self._bus is not None:
+            from mcp.shared import subscriptions as events
+
+            event = {
+                "tools": events.ToolsListChanged,
+                "resources": events.ResourcesListChanged,
+                "prompts": events.PromptsListChanged,
+            }[kind]()
+            await _quietly(self._bus.publish(event))
 
     # -- running -------------------------------------------------------------------------------
 

@@ -157,5 +157,8 @@ def log_events() -> Iterator[list[MutableMapping[str, Any]]]:
     """structlog events emitted during the test, as dicts."""
     import structlog
 
+    from toolkernel._logging import get_logger
+
+    get_logger()  # configure first, so the capture does not leave structlog at its stdout default
     with structlog.testing.capture_logs() as captured:
         yield captured
