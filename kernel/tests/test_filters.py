@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from toolkernel.errors import ToolkernelError
 from toolkernel.filters import (
     ALL_OPERATORS,

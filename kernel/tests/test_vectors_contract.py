@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 from toolkernel.filters import ALL_OPERATORS, Filter, coerce_filter, matches, require_supported
 from toolkernel.testing.stores import VectorStoreContract
 from toolkernel.vectors import (

@@ -243,8 +243,9 @@ class VectorStoreContract:
     async def test_create_index_rejects_bad_arguments(self, vector_store: VectorStore) -> None:
         with pytest.raises(VectorInputError):
             await vector_store.create_index(f"kit-{uuid.uuid4().hex[:12]}", 0, "cosine")
+        bad_metric: Any = "manhattan"  # deliberately outside Metric
         with pytest.raises(VectorInputError):
-            await vector_store.create_index(f"kit-{uuid.uuid4().hex[:12]}", 3, "manhattan")
+            await vector_store.create_index(f"kit-{uuid.uuid4().hex[:12]}", 3, bad_metric)
 
     # -- records -------------------------------------------------------------
 
@@ -498,8 +499,9 @@ class VectorStoreContract:
                 await store.upsert(index, ["a", "b"], ok, documents=["only one"])
             with pytest.raises(VectorInputError, match=r"ids\[1\]"):
                 await store.upsert(index, ["a", "a"], ok)
+            nested: list[Any] = [{"k": {"nested": 1}}, {}]  # deliberately not flat
             with pytest.raises(VectorInputError, match=r"metadata\[0\]"):
-                await store.upsert(index, ["a", "b"], ok, metadata=[{"k": {"nested": 1}}, {}])
+                await store.upsert(index, ["a", "b"], ok, metadata=nested)
             with pytest.raises(VectorInputError):
                 await store.upsert(index, ["a", "b"], [[1.0, 0.0, float("nan")], [0.0, 1.0, 0.0]])
             assert await store.count(index) == 0, "a rejected batch must write nothing"
