@@ -10,6 +10,8 @@ EXPECTED = [
     "AuthInfo",
     "ConfigError",
     "Elicitation",
+    "Filter",
+    "IndexInfo",
     "Kernel",
     "MCPClient",
     "MCPClientConfig",
@@ -19,6 +21,7 @@ EXPECTED = [
     "PluginLoadError",
     "Prompt",
     "PromptArgument",
+    "QueryResult",
     "RegistrationError",
     "RequestValues",
     "Resource",
@@ -36,6 +39,9 @@ EXPECTED = [
     "ToolOutcome",
     "ToolResult",
     "ToolkernelError",
+    "UnsupportedFilterError",
+    "VectorStore",
+    "VectorStoreError",
     "create_tool",
     "hookimpl",
     "prompt",
@@ -54,7 +60,11 @@ def test_all_is_pinned_and_sorted():
 
 
 def test_import_loads_no_protocol_or_backend_library():
+    """The client and the vector contract load on first use; nothing heavy loads at import."""
     heavy = [
+        "toolkernel.client",
+        "toolkernel.vectors",
+        "toolkernel.filters",
         "mcp",
         "mcp_types",
         "structlog",

@@ -6,14 +6,12 @@ any backend library; those load when a server is served or a plugin's factory ru
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import pluggy
 
 from toolkernel._kernel import Kernel as Kernel
 from toolkernel.auth import AuthInfo as AuthInfo
-from toolkernel.client import MCPClient as MCPClient
-from toolkernel.client import MCPClientConfig as MCPClientConfig
-from toolkernel.client import ServerStore as ServerStore
-from toolkernel.client import ToolError as ToolError
 from toolkernel.context import Elicitation as Elicitation
 from toolkernel.context import RequestValues as RequestValues
 from toolkernel.context import Sampled as Sampled
@@ -41,6 +39,45 @@ from toolkernel.tools import ToolResult as ToolResult
 from toolkernel.tools import create_tool as create_tool
 from toolkernel.tools import tool as tool
 
+if TYPE_CHECKING:
+    from toolkernel.client import MCPClient as MCPClient
+    from toolkernel.client import MCPClientConfig as MCPClientConfig
+    from toolkernel.client import ServerStore as ServerStore
+    from toolkernel.client import ToolError as ToolError
+    from toolkernel.filters import Filter as Filter
+    from toolkernel.vectors import IndexInfo as IndexInfo
+    from toolkernel.vectors import QueryResult as QueryResult
+    from toolkernel.vectors import UnsupportedFilterError as UnsupportedFilterError
+    from toolkernel.vectors import VectorStore as VectorStore
+    from toolkernel.vectors import VectorStoreError as VectorStoreError
+
+# The client and the vector-store contract are public here but load on first use: a
+# server started with ``toolkernel serve`` needs neither, and start-up time is measured.
+_LAZY = {
+    "MCPClient": "toolkernel.client",
+    "MCPClientConfig": "toolkernel.client",
+    "ServerStore": "toolkernel.client",
+    "ToolError": "toolkernel.client",
+    "Filter": "toolkernel.filters",
+    "IndexInfo": "toolkernel.vectors",
+    "QueryResult": "toolkernel.vectors",
+    "UnsupportedFilterError": "toolkernel.vectors",
+    "VectorStore": "toolkernel.vectors",
+    "VectorStoreError": "toolkernel.vectors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolkernel' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 hookimpl = pluggy.HookimplMarker("toolkernel")
 """Marks a plugin function as the implementation of a hook in :mod:`toolkernel.hookspecs`."""
 
@@ -48,6 +85,8 @@ __all__ = [
     "AuthInfo",
     "ConfigError",
     "Elicitation",
+    "Filter",
+    "IndexInfo",
     "Kernel",
     "MCPClient",
     "MCPClientConfig",
@@ -57,6 +96,7 @@ __all__ = [
     "PluginLoadError",
     "Prompt",
     "PromptArgument",
+    "QueryResult",
     "RegistrationError",
     "RequestValues",
     "Resource",
@@ -74,6 +114,9 @@ __all__ = [
     "ToolOutcome",
     "ToolResult",
     "ToolkernelError",
+    "UnsupportedFilterError",
+    "VectorStore",
+    "VectorStoreError",
     "create_tool",
     "hookimpl",
     "prompt",

@@ -76,6 +76,8 @@ class Kernel:
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> Kernel:
         """A kernel configured from a TOML file (see :mod:`toolkernel.config`); env vars win over it."""
+        if path is None and not os.environ.get("TOOLKERNEL_CONFIG") and not os.path.isfile("toolkernel.toml"):
+            return cls(**overrides)  # no file to read: skip parsing machinery on the start-up path
         from toolkernel.config import load_config
 
         config = load_config(path)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class AuthInfo(BaseModel):
     """A verified caller, as a tool sees it in ``ctx.auth``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     subject: str | None = Field(None, description="Who the token was issued to.")
     client_id: str | None = Field(None, description="The OAuth client that presented the token.")

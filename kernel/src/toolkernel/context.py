@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from toolkernel.auth import AuthInfo
 
@@ -70,6 +70,8 @@ class Elicitation(BaseModel, Generic[M]):
 
 class Sampled(BaseModel):
     """The client's LLM completion from :meth:`ToolContext.sample`."""
+
+    model_config = ConfigDict(defer_build=True)
 
     text: str
     model: str

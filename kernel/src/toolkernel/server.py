@@ -46,6 +46,8 @@ class Workflow(Protocol):
 class Repository(BaseModel):
     """Where the server's source lives (MCP registry metadata)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     url: str
     source: str = "github"
     id: str | None = None
@@ -54,7 +56,7 @@ class Repository(BaseModel):
 class Package(BaseModel):
     """An installable package of the server (MCP registry metadata)."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, populate_by_name=True)
     registry_name: str = Field(alias="registryName")
     name: str
     version: str
@@ -63,13 +65,15 @@ class Package(BaseModel):
 class Remote(BaseModel):
     """A hosted endpoint of the server (MCP registry metadata)."""
 
-    model_config = ConfigDict(populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, populate_by_name=True)
     transport_type: str = Field(alias="transportType")
     url: str
 
 
 class AskInput(BaseModel):
     """Input of an ``ask_<agent>`` tool."""
+
+    model_config = ConfigDict(defer_build=True)
 
     message: str = Field(description="What to ask the agent.")
 

@@ -69,7 +69,7 @@ ServerTransportFactory = Callable[[ServeOptions], ServerTransport]
 class ClientTransportOptions(BaseModel):
     """Options every client transport understands; the rest go in ``extra``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
     env: Mapping[str, str] | None = Field(None, description="Environment of a spawned server (stdio).")
     cwd: str | None = Field(None, description="Working directory of a spawned server (stdio).")
