@@ -307,7 +307,11 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"server for {url} exited with {proc.returncode}")
+            logs = sorted(
+                Path(tempfile.gettempdir()).glob(f"bench-http-*-{url.split(':')[2].split('/')[0]}.log")
+            )
+            tail = logs[0].read_text()[-3000:] if logs else ""
+            raise SystemExit(f"server for {url} exited with {proc.returncode}:\n{tail}")
         try:
             httpx.post(
                 url, content=b"{}", headers={"content-type": "application/json", "accept": ACCEPT}, timeout=2
@@ -327,7 +331,9 @@ def _servers(names: list[str], mode: str, timeout: float) -> Iterator[dict[str, 
         for name in names:
             port = _free_port()
             command, env = _server_command(name, mode, port)
-            procs.append(subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.DEVNULL))
+            log = Path(tempfile.gettempdir()) / f"bench-http-{name}-{mode}-{port}.log"
+            with log.open("wb") as stderr:
+                procs.append(subprocess.Popen(command, cwd=REPO, env=env, stderr=stderr))
             urls[name] = f"http://127.0.0.1:{port}/mcp"
         for name, proc in zip(names, procs, strict=True):
             _wait_ready(urls[name], proc, timeout)
@@ -377,7 +383,9 @@ def _run_load(
                 raise SystemExit(f"load generators for {url} did not get ready")
             time.sleep(0.02)
         start_at = time.time() + warmup
-        go.write_text(repr(start_at))
+        staged = go.with_suffix(".staged")
+        staged.write_text(repr(start_at))
+        staged.replace(go)  # atomic: a generator never reads a half-written start time
         time.sleep(max(0.0, start_at - time.time()))
         cpu_before = _cpu_seconds(pid)
         time.sleep(max(0.0, start_at + duration - time.time()))
