@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.sse import sse_client
@@ -107,3 +109,38 @@ async def test_our_client_sends_custom_headers(tk_server: MCPServer) -> None:
         ):  # type: ignore[arg-type]
             result = await client.call_tool("header", {"name": "x-tenant"})
             assert result.content[0].text == "acme"  # type: ignore[union-attr]
+
+
+class _Bearer(httpx2.Auth):
+    """Adds a bearer token to every request, as an OAuth provider would."""
+
+    def auth_flow(self, request: httpx2.Request) -> Iterator[httpx2.Request]:
+        request.headers["authorization"] = "Bearer t0ken"
+        yield request
+
+
+@pytest.mark.parametrize("transport", ["streamable", "sse"])
+async def test_our_client_uses_injected_factory_and_auth(tk_server: MCPServer, transport: str) -> None:
+    """``http_client_factory`` builds the httpx2 client (with our timeouts); ``auth`` signs every request."""
+    made: list[httpx2.Timeout] = []
+
+    def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> httpx2.AsyncClient:
+        made.append(timeout)
+        return httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth)
+
+    options = ClientTransportOptions(
+        connect_timeout=3.0,
+        read_timeout=42.0,
+        extra={"transport": transport, "http_client_factory": factory, "auth": _Bearer()},
+    )
+    path = "/mcp" if transport == "streamable" else "/sse"
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(tk_server)) as base,
+            Client(http_client(f"{base}{path}", options), mode="legacy") as client,  # type: ignore[arg-type]
+        ):
+            result = await client.call_tool("header", {"name": "authorization"})
+            assert result.content[0].text == "Bearer t0ken"  # type: ignore[union-attr]
+    assert made
+    assert made[0].connect == 3.0
+    assert made[0].read == 42.0
