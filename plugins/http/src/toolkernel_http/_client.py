@@ -4,8 +4,8 @@ The SDK transports do the wire work, including reconnecting a broken SSE stream
 after the server's ``retry`` delay with ``Last-Event-ID``. This module picks the
 transport, builds the httpx2 client (headers, auth, connect and read timeouts), and
 in ``auto`` mode sends the first message over Streamable HTTP and switches to SSE
-when the server answers that POST with 400, 404 or 405, as the specification's
-backwards-compatibility section describes.
+when the server answers that POST with 404 or 405 (or 400 to ``initialize``), as the
+specification's backwards-compatibility section describes.
 """
 
 from __future__ import annotations
@@ -172,12 +172,22 @@ class _Connection:
                 isinstance(reply, SessionMessage)
                 and isinstance(reply.message, JSONRPCError)
                 and statuses[:1]
-                and statuses[0] in FALLBACK_STATUSES
+                and _means_no_streamable_http(statuses[0], first.message.method)
             ):
                 return reply
             await incoming.send(reply)
             await _pump(read, write, outgoing, incoming)
             return None
+
+
+def _means_no_streamable_http(status: int, method: str) -> bool:
+    """Whether the refusal of the first POST says the server only speaks legacy SSE.
+
+    404 and 405 always do. A 400 does only for ``initialize``: a handshake-era Streamable
+    HTTP server answers a 2026-07-28 ``server/discover`` probe with 400 (no session yet),
+    and the client must then fall back to ``initialize`` on the same transport, not to SSE.
+    """
+    return status in (404, 405) or (status in FALLBACK_STATUSES and method == "initialize")
 
 
 async def _pump(
