@@ -464,10 +464,6 @@ def overhead(tk: Figures, direct: Figures) -> dict[str, float]:
 
 def main() -> None:
     """Run every available store at every size, print the table and write the JSON."""
-    # Running a file puts its folder first on sys.path, where sibling scripts (http.py) would
-    # shadow standard modules the store libraries import later.
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--dim", type=int, default=384)

@@ -2,9 +2,10 @@
 
 Not a test (the root pytest config skips tests/benchmarks); run it from the repo root:
 
-    .venv/bin/python tests/benchmarks/http.py            # full run, writes results/http.json
-    .venv/bin/python tests/benchmarks/http.py --quick    # smoke run, writes nothing
-    .venv/bin/python tests/benchmarks/http.py --only toolkernel --only fastmcp --mode stateless-json
+    .venv/bin/python tests/benchmarks/http_transports.py            # full run, writes results/http.json
+    .venv/bin/python tests/benchmarks/http_transports.py --quick    # smoke run, writes nothing
+    .venv/bin/python tests/benchmarks/http_transports.py --only toolkernel --only fastmcp \
+        --mode stateless-json
 
 The same echo tool served four ways (the CONTENDERS table), each by its own uvicorn process
 (default loop and HTTP parser, so uvloop/httptools when installed, for all of them alike):
@@ -32,14 +33,6 @@ which a busy machine disturbs far less than wall-clock rates), and ratios agains
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# This file is named http.py: run as a script, its directory comes first on sys.path and would
-# shadow the standard library's http package (which httpx and uvicorn import).
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
-
 import argparse
 import asyncio
 import contextlib
@@ -50,10 +43,12 @@ import platform
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
