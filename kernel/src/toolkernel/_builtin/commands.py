@@ -57,6 +57,8 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
     server = load_server(args.target)
     if server._kernel is None:
         server._kernel = kernel
+    import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
+
     return server.kernel.serve(server, args.transport, options)
 
 
