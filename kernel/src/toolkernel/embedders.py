@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from toolkernel.errors import ConfigError
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -30,5 +32,5 @@ def split_embedder_name(name: str) -> tuple[str, str]:
     """``"provider/model"`` → ``("provider", "model")``, with an error that shows the form."""
     provider, sep, model = name.partition("/")
     if not sep or not provider or not model:
-        raise ValueError(f"embedder name {name!r} must look like 'provider/model'")
+        raise ConfigError(f"embedder name {name!r} must look like 'provider/model'")
     return provider, model
