@@ -70,6 +70,6 @@ async def test_starlette_mount_example_serves() -> None:
 
 def test_fastapi_mount_example() -> None:
     """The FastAPI variant mounts the same app (runs where FastAPI is installed)."""
-    pytest.importorskip("fastapi", reason="FastAPI is not a dependency of the workspace")
+    pytest.importorskip("fastapi", reason="FastAPI comes with toolkernel-http[test]")
     namespace = _run(_block("fastapi_app = FastAPI("))
     assert namespace["fastapi_app"].router.lifespan_context is not None
