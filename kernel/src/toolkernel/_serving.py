@@ -279,7 +279,7 @@ class _Handlers:
     ) -> types.ListPromptsResult:
         listed = []
         for versions in self.server.all_prompts().values():
-            newest = list(versions.values())[-1]
+            newest = _newest(versions)
             meta = (
                 {"toolkernel/versions": [v for v in versions if v is not None]} if len(versions) > 1 else None
             )
@@ -323,7 +323,7 @@ class _Handlers:
             raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {name!r}")
         wanted = extra.get(VERSION_META_KEY) if extra else None
         if wanted is None:
-            return list(versions.values())[-1]
+            return _newest(versions)
         if wanted not in versions:
             known = ", ".join(str(v) for v in versions if v is not None)
             raise MCPError(
@@ -341,7 +341,7 @@ class _Handlers:
         if isinstance(ref, types.PromptReference):
             versions = self.server.all_prompts().get(ref.name)
             if versions:
-                completer = list(versions.values())[-1].complete.get(arg.name)
+                completer = _newest(versions).complete.get(arg.name)
         else:
             _, templates = self.server.all_resources()
             template = templates.get(ref.uri)
@@ -359,6 +359,11 @@ class _Handlers:
         if connection is not None:
             connection.state[LOG_LEVEL_STATE] = params.level
         return types.EmptyResult()
+
+
+def _newest(versions: dict[str | None, Prompt]) -> Prompt:
+    """The version of a prompt clients get unless they select one: the one added last."""
+    return list(versions.values())[-1]
 
 
 def _auth_info(ctx: ServerRequestContext[Any, Any]) -> Any:

@@ -42,7 +42,9 @@ class ToolOutcome:
     @classmethod
     def error(cls, message: str) -> ToolOutcome:
         """An ``isError`` outcome whose text is ``message``."""
-        return cls(content=[_text(message)], is_error=True)
+        from toolkernel.tools import text_block
+
+        return cls(content=[text_block(message)], is_error=True)
 
 
 CallNext = Callable[[ToolCall], Awaitable[ToolOutcome]]
@@ -62,9 +64,3 @@ def _bind(mw: ToolMiddleware, call_next: CallNext) -> CallNext:
         return await mw(call, call_next)
 
     return step
-
-
-def _text(text: str) -> Any:
-    from mcp_types import TextContent
-
-    return TextContent(type="text", text=text)

@@ -136,7 +136,7 @@ class Tool:
             return [_as_block(b) for b in value.content], structured, value.meta, value.is_error
         if self.output_model is not None or self.output_schema is not None:
             structured = self._structured(value)
-            return [_text(json.dumps(structured, ensure_ascii=False))], structured, None, False
+            return [text_block(json.dumps(structured, ensure_ascii=False))], structured, None, False
         return _to_content(value), None, None, False
 
     def _structured(self, value: Any) -> Any:
@@ -393,22 +393,22 @@ def _annotations(value: ToolAnnotations | Mapping[str, Any] | None) -> ToolAnnot
         raise ConfigError(f"tool annotations: {_describe_validation(exc)}") from None
 
 
-_text_block: Any = None
+_text_type: Any = None
 
 
-def _text(text: str) -> Any:
+def text_block(text: str) -> Any:
     """A ``TextContent`` block; the SDK type is looked up once, on first use."""
-    global _text_block
-    if _text_block is None:
+    global _text_type
+    if _text_type is None:
         from mcp_types import TextContent
 
-        _text_block = TextContent
-    return _text_block(type="text", text=text)
+        _text_type = TextContent
+    return _text_type(type="text", text=text)
 
 
 def _as_block(block: Any) -> Any:
     if isinstance(block, str):
-        return _text(block)
+        return text_block(block)
     if isinstance(block, BaseModel):
         return block
     from mcp_types import ContentBlock
@@ -422,7 +422,7 @@ def _to_content(value: Any) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, str):
-        return [_text(value)]
+        return [text_block(value)]
     from mcp_types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent
 
     blocks = (TextContent, ImageContent, AudioContent, EmbeddedResource, ResourceLink)
@@ -431,5 +431,5 @@ def _to_content(value: Any) -> list[Any]:
     if isinstance(value, list) and value and all(isinstance(v, blocks) for v in value):
         return list(value)
     if isinstance(value, BaseModel):
-        return [_text(value.model_dump_json(by_alias=True))]
-    return [_text(json.dumps(value, ensure_ascii=False, default=str))]
+        return [text_block(value.model_dump_json(by_alias=True))]
+    return [text_block(json.dumps(value, ensure_ascii=False, default=str))]
