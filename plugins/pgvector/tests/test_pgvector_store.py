@@ -256,3 +256,64 @@ def test_plugin_registers_the_store_without_importing_psycopg() -> None:
         "assert 'psycopg' not in sys.modules and 'pgvector' not in sys.modules, 'backend imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.anyio
+async def test_query_survives_another_store_dropping_and_recreating_the_index(
+    postgres: PostgresService,
+) -> None:
+    """Queries remember an index's catalog entry; a stale entry is refreshed once, never trusted."""
+    reader = create_store(dsn=postgres.uri, schema="stale")
+    writer = create_store(dsn=postgres.uri, schema="stale")  # stands for another process
+    try:
+        await writer.create_index("docs", DIM, "cosine")
+        await writer.upsert("docs", ["a"], _vectors(1, seed=5))
+        assert [h.id for h in await reader.query("docs", _vectors(1, seed=5)[0], top_k=1)] == ["a"]
+        await writer.delete_index("docs")
+        with pytest.raises(IndexNotFoundError):
+            await reader.query("docs", _vectors(1, seed=5)[0])
+        # Recreated with another dimension: the reader checks vectors against the new one.
+        await writer.create_index("docs", DIM + 1, "euclidean")
+        await writer.upsert("docs", ["b"], [[0.0] * (DIM + 1)])
+        with pytest.raises(VectorInputError, match=f"expects {DIM + 1}"):
+            await reader.query("docs", _vectors(1, seed=5)[0])
+        hits = await reader.query("docs", [0.0] * (DIM + 1), top_k=1)
+        assert [(h.id, h.score) for h in hits] == [("b", 0.0)]
+    finally:
+        await reader.aclose()
+        await writer.aclose()
+
+
+@pytest.mark.anyio
+async def test_query_is_one_statement_once_the_connection_holds_its_settings(
+    postgres: PostgresService,
+) -> None:
+    store = create_store(dsn=postgres.uri, schema="roundtrips", pool_min_size=1, pool_max_size=1)
+    try:
+        await store.create_index("docs", DIM, "cosine")
+        data = _vectors(50, seed=6)
+        await store.upsert("docs", [f"r{i}" for i in range(50)], data)
+        await store.query("docs", data[0], top_k=5)
+        pool = await store._get_pool()
+        async with pool.connection() as conn:
+            # The pool holds one connection: record what the store sends on it.
+            statements: list[str] = []
+            real_execute = conn.execute
+
+            async def spy(query, params=None, **kw):  # type: ignore[no-untyped-def]
+                statements.append(str(query))
+                return await real_execute(query, params, **kw)
+
+            conn.execute = spy  # type: ignore[method-assign]
+        await store.query("docs", data[1], top_k=5)
+        assert len(statements) == 1, statements
+        # Another ef changes the session setting once, in the same connection, before the search.
+        await store.query("docs", data[1], top_k=5, options={"ef": 77})
+        assert len(statements) == 3, statements
+        async with pool.connection() as conn:
+            conn.execute = real_execute  # type: ignore[method-assign]
+            cur = await conn.execute("SHOW hnsw.ef_search")
+            assert (await cur.fetchone()) == ("77",)
+    finally:
+        await store.delete_index("docs")
+        await store.aclose()

@@ -5,6 +5,10 @@ store's schema (one schema per tenant), listed in a catalog table ``toolkernel_i
 beside it. Searches use an HNSW or IVFFlat index (or an exact scan) with pgvector's
 iterative scans, so a filtered query still returns ``top_k`` hits when enough rows match.
 Connections come from a psycopg async pool with bounded waits.
+
+A query is one statement and one round trip: the store remembers each index's catalog entry
+and, per pooled connection, the search settings it last set, so a query sends only itself
+unless its settings differ. Writes run in a transaction that locks the catalog entry.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,7 +25,7 @@ import anyio
 import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector_async
-from psycopg import sql
+from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -77,6 +82,12 @@ class PgVectorStore:
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] | None = None
         self._opening = anyio.Lock()
         self._closed = False
+        # Catalog entries read by queries, dropped by delete_index and refreshed when a query fails on them.
+        self._tables: dict[str, _Table] = {}
+        # Per pooled connection: the search settings (session level) it holds, so a query re-sends none.
+        self._session: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], dict[str, str]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- connections ---------------------------------------------------------
 
@@ -108,8 +119,13 @@ class PgVectorStore:
             return self._pool
 
     def _connect_kwargs(self) -> dict[str, Any]:
-        """libpq options every connection gets: the connect timeout and a per-statement timeout."""
+        """libpq options every connection gets: the connect timeout and a per-statement timeout.
+
+        Pooled connections are in autocommit mode: a query is a single statement that needs no
+        BEGIN / COMMIT, and writes open an explicit transaction (:meth:`_connection`).
+        """
         return {
+            "autocommit": True,
             "connect_timeout": max(1, math.ceil(self.options.connect_timeout)),
             "options": f"-c statement_timeout={int(self.options.statement_timeout * 1000)}",
         }
@@ -117,9 +133,7 @@ class PgVectorStore:
     async def _bootstrap(self) -> None:
         """Create the vector extension, the tenant schema and its catalog if they are missing."""
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self.options.dsn, autocommit=True, **self._connect_kwargs()
-            )
+            conn = await psycopg.AsyncConnection.connect(self.options.dsn, **self._connect_kwargs())
         except psycopg.Error as exc:
             raise VectorStoreError(f"vector store 'pgvector': cannot connect: {exc}") from exc
         async with conn:
@@ -153,12 +167,19 @@ class PgVectorStore:
                 raise VectorStoreError(f"vector store 'pgvector': cannot prepare schema: {exc}") from exc
 
     @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled connection inside a transaction; database errors become :class:`VectorStoreError`."""
+    async def _connection(self, transaction: bool = True) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection (inside a transaction unless ``transaction`` is false).
+
+        Database errors become :class:`VectorStoreError`.
+        """
         pool = await self._get_pool()
         try:
-            async with pool.connection() as conn, conn.transaction():
-                yield conn
+            async with pool.connection() as conn:
+                if transaction:
+                    async with conn.transaction():
+                        yield conn
+                else:
+                    yield conn
         except PoolTimeout as exc:
             raise VectorStoreError(
                 f"vector store 'pgvector': no connection free within {self.options.pool_timeout}s "
@@ -177,8 +198,19 @@ class PgVectorStore:
         )
         row = await cur.fetchone()
         if row is None:
+            self._tables.pop(index, None)
             raise IndexNotFoundError(index)
-        return _Table(self.options.schema_, row[0], dimension=row[1], metric=row[2], index_type=row[3])
+        table = _Table(self.options.schema_, row[0], dimension=row[1], metric=row[2], index_type=row[3])
+        self._tables[index] = table
+        return table
+
+    async def _cached_table(self, index: str) -> _Table:
+        """The remembered catalog entry of ``index``, read (without locking) when not yet known."""
+        table = self._tables.get(index)
+        if table is None:
+            async with self._connection(transaction=False) as conn:
+                table = await self._table(conn, index)
+        return table
 
     # -- indexes -------------------------------------------------------------
 
@@ -271,6 +303,7 @@ class PgVectorStore:
             await conn.execute(
                 sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.options.schema_, row[0]))
             )
+        self._tables.pop(name, None)
 
     # -- records -------------------------------------------------------------
 
@@ -332,27 +365,34 @@ class PgVectorStore:
         include_vectors: bool = False,
         options: Mapping[str, Any] | None = None,
     ) -> list[QueryResult]:
-        """The ``top_k`` best rows matching ``filter``; options ``ef``, ``probes``, ``min_score``."""
-        async with self._connection() as conn:
-            table = await self._table(conn, index)
+        """The ``top_k`` best rows matching ``filter``; options ``ef``, ``probes``, ``min_score``.
+
+        One statement on an autocommit connection: the index's catalog entry is remembered, and
+        the search settings are sent only when the connection does not hold them already. If the
+        remembered entry is stale (another process dropped or recreated the index), the failing
+        query refreshes it from the catalog and runs once more.
+        """
+        table = await self._cached_table(index)
+        check_top_k(top_k)
+        opts = _query_options(check_options(self.name, options, QUERY_OPTIONS))
+        condition, params = where_clause(self._parse(filter))
+        for attempt in range(2):
             query_vector = Vector(check_vector(vector, table.dimension, "vector"))
-            check_top_k(top_k)
-            opts = _query_options(check_options(self.name, options, QUERY_OPTIONS))
-            parsed = self._parse(filter)
-            condition, params = where_clause(parsed)
-            await self._tune_search(conn, table, top_k, opts)
-            operator = sql.SQL(_OPS[table.metric][0])
-            columns = sql.SQL(", embedding" if include_vectors else "")
-            search = sql.SQL(
-                "SELECT id, embedding {} %s AS distance, metadata, document{} FROM {} WHERE {} "
-                "ORDER BY distance LIMIT %s"
-            ).format(operator, columns, table.ident, condition)
-            # IVFFlat's iterative scan may return rows slightly out of order: sort them again.
-            statement = sql.SQL("WITH hits AS MATERIALIZED ({}) SELECT * FROM hits ORDER BY distance").format(
-                search
-            )
-            cur = await conn.execute(statement, [query_vector, *params, top_k])
-            rows = await cur.fetchall()
+            try:
+                async with self._connection(transaction=False) as conn:
+                    await self._tune_search(conn, self._search_settings(table, top_k, opts))
+                    cur = await conn.execute(
+                        self._search_statement(table, condition, include_vectors),
+                        [query_vector, *params, top_k],
+                    )
+                    rows = await cur.fetchall()
+                break
+            except VectorStoreError as exc:
+                stale = isinstance(exc.__cause__, errors.UndefinedTable | errors.DataException)
+                if attempt or not stale:
+                    raise
+                self._tables.pop(index, None)
+                table = await self._cached_table(index)
         results: list[QueryResult] = []
         min_score = opts.get("min_score")
         for row in rows:
@@ -360,7 +400,7 @@ class PgVectorStore:
             if min_score is not None and score < min_score:
                 break
             results.append(
-                QueryResult(
+                QueryResult.model_construct(
                     id=row[0],
                     score=score,
                     metadata=row[2],
@@ -370,26 +410,55 @@ class PgVectorStore:
             )
         return results
 
-    async def _tune_search(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        table: _Table,
-        top_k: int,
-        opts: dict[str, Any],
-    ) -> None:
-        """Set this transaction's HNSW / IVFFlat search parameters (bound values via ``set_config``)."""
-        settings: dict[str, str] = {}
+    def _search_statement(
+        self, table: _Table, condition: sql.Composable, include_vectors: bool
+    ) -> sql.Composed:
+        """The nearest-neighbour ``SELECT`` on ``table``: bound vector, filter parameters and limit."""
+        search = sql.SQL(
+            "SELECT id, embedding {} %s AS distance, metadata, document{} FROM {} WHERE {} "
+            "ORDER BY distance LIMIT %s"
+        ).format(
+            sql.SQL(_OPS[table.metric][0]),
+            sql.SQL(", embedding" if include_vectors else ""),
+            table.ident,
+            condition,
+        )
+        # IVFFlat's iterative scan may return rows slightly out of order: sort them again.
+        return sql.SQL("WITH hits AS MATERIALIZED ({}) SELECT * FROM hits ORDER BY distance").format(search)
+
+    def _search_settings(self, table: _Table, top_k: int, opts: dict[str, Any]) -> dict[str, str]:
+        """The HNSW / IVFFlat search parameters a query on ``table`` runs with."""
         if table.index_type == "hnsw":
             # An HNSW scan yields at most ef_search rows unless iterating: size it to top_k by default.
-            settings["hnsw.ef_search"] = str(opts.get("ef", min(1000, max(40, 2 * top_k))))
-            settings["hnsw.iterative_scan"] = "strict_order"
-        elif table.index_type == "ivfflat":
+            return {
+                "hnsw.ef_search": str(opts.get("ef", min(1000, max(40, 2 * top_k)))),
+                "hnsw.iterative_scan": "strict_order",
+            }
+        if table.index_type == "ivfflat":
             default = self.options.ivfflat_probes or max(1, round(math.sqrt(self.options.ivfflat_lists)))
-            settings["ivfflat.probes"] = str(opts.get("probes", default))
             # Probe further lists until top_k rows match (the query re-sorts what it gets).
-            settings["ivfflat.iterative_scan"] = "relaxed_order"
-        for key, value in settings.items():
-            await conn.execute("SELECT set_config(%s, %s, true)", [key, value])
+            return {
+                "ivfflat.probes": str(opts.get("probes", default)),
+                "ivfflat.iterative_scan": "relaxed_order",
+            }
+        return {}
+
+    async def _tune_search(self, conn: psycopg.AsyncConnection[Any], settings: dict[str, str]) -> None:
+        """Give ``conn`` these session settings, in one statement, unless it already holds them.
+
+        Only this store's queries use its pool, and every query states all the settings of its
+        index type, so values left on a connection by an earlier query are never relied on.
+        """
+        held = self._session.get(conn)
+        if held is None:
+            held = self._session[conn] = {}
+        changed = [(key, value) for key, value in settings.items() if held.get(key) != value]
+        if not changed:
+            return
+        held.clear()  # unknown until the statement succeeds
+        calls = sql.SQL(", ").join(sql.SQL("set_config(%s, %s, false)") for _ in changed)
+        await conn.execute(sql.SQL("SELECT {}").format(calls), [x for pair in changed for x in pair])
+        held.update(settings)
 
     async def delete(
         self, index: str, ids: Sequence[str] | None = None, filter: FilterInput | None = None
