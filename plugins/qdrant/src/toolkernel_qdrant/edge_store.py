@@ -4,15 +4,19 @@ Each index is one Edge shard in its own directory, next to a small ``toolkernel-
 that records its dimension and metric (a shard does not report its configuration). Without
 a ``path`` the shards live in a temporary directory removed by :meth:`QdrantEdgeStore.aclose`.
 
-Shard calls are blocking native code, so they run in worker threads; writes to one index are
-serialized by a lock while searches run concurrently. Points sit in an appendable segment
+Shard calls are blocking native code (which releases the GIL), so they run in worker threads:
+searches and counts in a few warm threads of the store's own (:mod:`toolkernel_qdrant._threads`,
+a cheaper hand-off than ``anyio.to_thread``), writes in anyio's threads, serialized per index
+by a lock while searches run concurrently. Points sit in an appendable segment
 that is searched exactly until the shard is optimized (which builds the HNSW index); see
 ``docs/plugins/qdrant.md`` for the measured trade-off.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,6 +28,7 @@ import qdrant_edge as qe
 
 from toolkernel.vectors import Metric
 from toolkernel_qdrant._base import Hit, IndexSpec, QdrantStoreBase
+from toolkernel_qdrant._threads import ReadThreads
 from toolkernel_qdrant._translate import QdrantFilter
 from toolkernel_qdrant.settings import QdrantSettings
 
@@ -63,6 +68,7 @@ class QdrantEdgeStore(QdrantStoreBase):
             self._root.mkdir(parents=True, exist_ok=True)
         self._shards: dict[str, _Shard] = {}
         self._admin = anyio.Lock()
+        self._reads = ReadThreads(min(4, os.cpu_count() or 1), "toolkernel-qdrant-edge")
 
     def _encode(self, value: Any) -> Any:
         """Booleans as marker strings, marker-prefixed strings escaped; see ``_MARK``."""
@@ -155,7 +161,7 @@ class QdrantEdgeStore(QdrantStoreBase):
             filter=_edge_filter(qfilter),
             params=qe.SearchParams(**options) if options else None,
         )
-        points = await anyio.to_thread.run_sync(opened.shard.query, request)
+        points = await self._reads.run(functools.partial(opened.shard.query, request))
         return [
             Hit(p.score, p.payload or {}, list(p.vector) if isinstance(p.vector, list) else None)  # type: ignore[arg-type]
             for p in points
@@ -177,7 +183,7 @@ class QdrantEdgeStore(QdrantStoreBase):
     async def _count(self, collection: str, qfilter: QdrantFilter | None) -> int:
         opened = await self._shard(collection)
         request = qe.CountRequest(exact=True, filter=_edge_filter(qfilter))
-        return await anyio.to_thread.run_sync(opened.shard.count, request)
+        return await self._reads.run(functools.partial(opened.shard.count, request))
 
     async def aclose(self) -> None:
         """Flush and close every shard; remove the data when it was kept in a temporary directory."""
@@ -186,6 +192,7 @@ class QdrantEdgeStore(QdrantStoreBase):
                 async with opened.write_lock:
                     await anyio.to_thread.run_sync(opened.shard.close)
             self._shards.clear()
+            self._reads.close()
             if self._tmp is not None:
                 await anyio.to_thread.run_sync(self._tmp.cleanup)
                 self._tmp = None
