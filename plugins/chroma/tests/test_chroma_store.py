@@ -211,3 +211,34 @@ def test_a_server_that_cannot_start_reports_its_log(tmp_path: Path) -> None:
         failed = pytest.raises(ServiceStartError, match=r"(?s)chroma run exited with code .*log tail:\n.+")
         with failed, chroma_server(tmp_path, port=port, timeout=60):
             pytest.fail("chroma run started on a port that is taken")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["server", "embedded"])
+async def test_query_survives_another_client_dropping_and_recreating_the_index(
+    mode: str, chroma: ChromaService, tmp_path: Path
+) -> None:
+    """Queries and counts reuse the collection handle; a stale one is looked up again, never trusted."""
+    options: dict[str, Any] = (
+        {"host": chroma.host, "port": chroma.port} if mode == "server" else {"path": str(tmp_path / "db")}
+    )
+    reader, writer = create_store(**options), create_store(**options)  # writer stands for another client
+    try:
+        await writer.create_index("stale", 3, "cosine")
+        await writer.upsert("stale", ["a"], [[1.0, 0.0, 0.0]])
+        assert [h.id for h in await reader.query("stale", [1.0, 0.0, 0.0], top_k=1)] == ["a"]
+        assert await reader.count("stale") == 1
+        await writer.delete_index("stale")
+        with pytest.raises(IndexNotFoundError):
+            await reader.query("stale", [1.0, 0.0, 0.0])
+        await writer.create_index("stale", 2, "euclidean")
+        await writer.upsert("stale", ["b", "c"], [[0.0, 0.0], [3.0, 4.0]])
+        assert await reader.count("stale") == 2
+        with pytest.raises(VectorInputError, match="expects 2"):
+            await reader.query("stale", [1.0, 0.0, 0.0])
+        hits = await reader.query("stale", [0.0, 0.0], top_k=2)
+        assert [(h.id, round(h.score, 3)) for h in hits] == [("b", 0.0), ("c", -5.0)]
+    finally:
+        await writer.delete_index("stale")
+        await reader.aclose()
+        await writer.aclose()

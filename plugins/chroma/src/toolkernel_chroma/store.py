@@ -3,8 +3,16 @@
 Each index is a Chroma collection whose metadata records the index's name, dimension and
 metric (``hnsw:space`` cosine / l2 / ip). Embeddings are always passed in, and every
 collection is opened with ``embedding_function=None``, so Chroma never loads its default
-model. The chromadb client is synchronous: each call runs in a worker thread, bounded by a
-capacity limiter, so the event loop never blocks.
+model. The chromadb client is synchronous: each call runs in a worker thread, so the event
+loop never blocks — reads (query, count, get) in warm threads the store owns
+(:mod:`toolkernel_chroma._threads`, a cheaper hand-off than ``anyio.to_thread``), writes in
+anyio's threads; both are bounded by ``max_threads``. (chromadb's ``AsyncHttpClient`` was
+measured and is slower here: more client CPU per query than the sync client plus the hop.)
+
+Queries and counts use the collection handle remembered from the last call on that index,
+so a query is one HTTP request; a handle made stale by another client (the collection was
+dropped or recreated) fails with ``NotFoundError`` and is looked up again once. Writes look
+the collection up afresh each time.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -37,6 +45,7 @@ from toolkernel.vectors import (
     check_upsert,
     check_vector,
 )
+from toolkernel_chroma._threads import ReadThreads
 from toolkernel_chroma._where import (
     RESERVED_PREFIX,
     STORE,
@@ -78,18 +87,27 @@ class ChromaStore:
         self._client: ClientAPI | None = None
         self._connecting = anyio.Lock()
         self._limiter = anyio.CapacityLimiter(self.options.max_threads)
+        self._reads = ReadThreads(self.options.max_threads, "toolkernel-chroma")
         self._closed = False
+        # index -> (collection handle, dimension, metric), for queries and counts.
+        self._collections: dict[str, tuple[Collection, int, Metric]] = {}
+        self._max_batch: int | None = None
 
     # -- plumbing ------------------------------------------------------------
 
-    async def _run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking chromadb call in a worker thread, turning its errors into store errors."""
+    async def _run(self, func: Callable[..., T], *args: Any, read: bool = False, **kwargs: Any) -> T:
+        """Run a blocking chromadb call in a worker thread, turning its errors into store errors.
+
+        ``read`` calls (no side effects) go to the store's warm threads, where a cancelled call
+        is abandoned; writes go to anyio's threads, which finish a call before cancelling.
+        """
         from chromadb.errors import ChromaError
 
+        call = functools.partial(func, *args, **kwargs)
         try:
-            return await anyio.to_thread.run_sync(
-                functools.partial(func, *args, **kwargs), limiter=self._limiter
-            )
+            if read:
+                return await self._reads.run(call)
+            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
         except ValueError as exc:
             raise VectorInputError(f"vector store 'chroma': {exc}") from exc
         except (ChromaError, httpx.HTTPError) as exc:
@@ -133,22 +151,51 @@ class ChromaStore:
         )
 
     async def _collection(self, index: str) -> tuple[Collection, int, Metric]:
-        """The collection behind ``index``, its dimension and metric, or :class:`IndexNotFoundError`."""
+        """The collection behind ``index``, its dimension and metric, or :class:`IndexNotFoundError`.
+
+        Always asks Chroma, and remembers the answer for :meth:`_cached_collection`.
+        """
         from chromadb.errors import NotFoundError
 
         client = await self._get_client()
         try:
             collection = await self._run(
-                client.get_collection, _collection_name(index), embedding_function=None
+                client.get_collection, _collection_name(index), embedding_function=None, read=True
             )
         except VectorStoreError as exc:
             if isinstance(exc.__cause__, NotFoundError):
+                self._collections.pop(index, None)
                 raise IndexNotFoundError(index) from None
             raise
         described = _describe(collection.metadata)
         if described is None:
+            self._collections.pop(index, None)
             raise IndexNotFoundError(index)
-        return collection, described[1], described[2]
+        entry = (collection, described[1], described[2])
+        self._collections[index] = entry
+        return entry
+
+    async def _cached_collection(self, index: str) -> tuple[tuple[Collection, int, Metric], bool]:
+        """The remembered collection of ``index`` (looked up if unknown) and whether it was remembered."""
+        if self._closed:
+            raise VectorStoreError("vector store 'chroma' is closed")
+        entry = self._collections.get(index)
+        if entry is not None:
+            return entry, True
+        return await self._collection(index), False
+
+    async def _read(self, index: str, call: Callable[[Collection, int, Metric], Awaitable[T]]) -> T:
+        """``call`` on the remembered collection; if Chroma no longer knows it, look it up, call again."""
+        from chromadb.errors import NotFoundError
+
+        entry, remembered = await self._cached_collection(index)
+        try:
+            return await call(*entry)
+        except VectorStoreError as exc:
+            if not remembered or not isinstance(exc.__cause__, NotFoundError):
+                raise
+        self._collections.pop(index, None)
+        return await call(*await self._collection(index))
 
     # -- indexes -------------------------------------------------------------
 
@@ -211,14 +258,20 @@ class ChromaStore:
         """
         await self.delete(name, filter={})
         client = await self._get_client()
-        await self._run(client.delete_collection, _collection_name(name))
+        self._collections.pop(name, None)
+        try:
+            await self._run(client.delete_collection, _collection_name(name))
+        finally:
+            self._collections.pop(name, None)
 
     async def _batch_size(self) -> int:
-        """Records per write call: the ``batch_size`` option or the server's maximum."""
+        """Records per write call: the ``batch_size`` option or the server's maximum (asked once)."""
         if self.options.batch_size is not None:
             return self.options.batch_size
-        client = await self._get_client()
-        return await self._run(client.get_max_batch_size)
+        if self._max_batch is None:
+            client = await self._get_client()
+            self._max_batch = await self._run(client.get_max_batch_size, read=True)
+        return self._max_batch
 
     # -- records -------------------------------------------------------------
 
@@ -262,7 +315,30 @@ class ChromaStore:
         options: Mapping[str, Any] | None = None,
     ) -> list[QueryResult]:
         """The ``top_k`` nearest records matching ``filter``; option ``where_document`` filters on text."""
-        collection, dimension, metric = await self._collection(index)
+        return await self._read(
+            index,
+            functools.partial(
+                self._query,
+                vector=vector,
+                top_k=top_k,
+                filter=filter,
+                include_vectors=include_vectors,
+                options=options,
+            ),
+        )
+
+    async def _query(
+        self,
+        collection: Collection,
+        dimension: int,
+        metric: Metric,
+        *,
+        vector: Sequence[float],
+        top_k: int,
+        filter: FilterInput | None,
+        include_vectors: bool,
+        options: Mapping[str, Any] | None,
+    ) -> list[QueryResult]:
         query_vector = check_vector(vector, dimension, "vector")
         check_top_k(top_k)
         opts = check_options(self.name, options, QUERY_OPTIONS)
@@ -280,6 +356,7 @@ class ChromaStore:
             where=self._where(filter),
             where_document=dict(text_filter) if text_filter is not None else None,
             include=include,
+            read=True,
         )
         ids = found["ids"][0]
         nothing: list[Any] = [None] * len(ids)
@@ -288,7 +365,7 @@ class ChromaStore:
         docs = found["documents"][0] if found["documents"] else nothing
         embeddings = found["embeddings"][0] if include_vectors and found["embeddings"] is not None else None
         results = [
-            QueryResult(
+            QueryResult.model_construct(
                 id=id_,
                 score=_score(metric, float(distances[i])),
                 metadata=_from_chroma_metadata(metadatas[i]),
@@ -322,12 +399,15 @@ class ChromaStore:
 
     async def count(self, index: str, filter: FilterInput | None = None) -> int:
         """How many records ``index`` holds, or how many match ``filter``."""
-        collection, _, _ = await self._collection(index)
-        where = self._where(filter)
-        if where is None:
-            return await self._run(collection.count)
-        found = await self._run(collection.get, where=where, include=[])
-        return len(found["ids"])
+
+        async def count(collection: Collection, dimension: int, metric: Metric) -> int:
+            where = self._where(filter)
+            if where is None:
+                return await self._run(collection.count, read=True)
+            found = await self._run(collection.get, where=where, include=[], read=True)
+            return len(found["ids"])
+
+        return await self._read(index, count)
 
     def _where(self, filter: FilterInput | None) -> Where | None:
         """The Chroma ``where`` for ``filter``, refusing operators Chroma lacks."""
@@ -342,6 +422,8 @@ class ChromaStore:
         self._closed = True
         async with self._connecting:
             self._client = None
+            self._collections.clear()
+            self._reads.close()
 
 
 def _collection_name(index: str) -> str:
