@@ -208,3 +208,48 @@ def test_unknown_command_is_a_usage_error(capsys):
         main(["frobnicate"])
     assert info.value.code == 2
     assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+LOOP_SERVER = '''
+import asyncio
+
+from toolkernel import MCPServer
+
+app = MCPServer("loop")
+
+
+@app.tool
+async def loop_module() -> str:
+    """The module of the event loop this server runs on."""
+    return type(asyncio.get_running_loop()).__module__
+'''
+
+
+@pytest.mark.parametrize(
+    ("choice", "module"), [("asyncio", "asyncio"), ("uvloop", "uvloop"), ("auto", "uvloop")]
+)
+def test_serve_loop_option_picks_the_event_loop(tmp_path, choice, module):
+    (tmp_path / "loop_server.py").write_text(LOOP_SERVER)
+    serve = f"{sys.executable} -m toolkernel serve {tmp_path / 'loop_server.py'}:app --loop {choice}"
+    run = subprocess.run(
+        [sys.executable, "-m", "toolkernel", "call", serve, "loop_module"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().startswith(module), run.stdout
+
+
+def test_serve_loop_uvloop_when_missing_is_a_config_error(capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def without_uvloop(name: str, *args: object) -> object:
+        return None if name == "uvloop" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_uvloop)
+    assert main(["serve", ECHO_TARGET, "--loop", "uvloop"]) == 2
+    assert "--loop uvloop: uvloop is not installed" in capsys.readouterr().err

@@ -94,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             async def wait() -> Any:
                 return await result
 
-            result = anyio.run(wait)
+            # A command that serves may choose the loop (``serve --loop``).
+            result = anyio.run(wait, backend_options={"use_uvloop": getattr(args, "loop", None) == "uvloop"})
         return int(result or 0)
     except ToolkernelError as exc:
         print(f"toolkernel: error: {exc}", file=sys.stderr)

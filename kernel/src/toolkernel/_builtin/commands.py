@@ -37,6 +37,12 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface for network transports")
     parser.add_argument("--port", type=int, default=8000, help="port for network transports")
     parser.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
+    parser.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="event loop: auto picks uvloop when it is installed (as uvicorn does), else asyncio",
+    )
 
 
 def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
@@ -54,12 +60,27 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
         options = ServeOptions(host=args.host, port=args.port, path=args.path)
     except ValidationError as exc:
         raise ConfigError(f"serve: {exc}") from None
+    args.loop = _event_loop(args.loop)
     server = load_server(args.target)
     if server._kernel is None:
         server._kernel = kernel
     import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
 
     return server.kernel.serve(server, args.transport, options)
+
+
+def _event_loop(choice: str) -> str:
+    """The loop ``--loop`` names, with ``auto`` resolved without importing uvloop."""
+    import importlib.util
+
+    from toolkernel.errors import ConfigError
+
+    installed = importlib.util.find_spec("uvloop") is not None
+    if choice == "auto":
+        return "uvloop" if installed else "asyncio"
+    if choice == "uvloop" and not installed:
+        raise ConfigError("--loop uvloop: uvloop is not installed (pip install uvloop)")
+    return choice
 
 
 # -- plugins ----------------------------------------------------------------------------------
