@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from toolkernel.embedders import Embedder
     from toolkernel.rerankers import Reranker
     from toolkernel.server import MCPServer
-    from toolkernel.transports import ClientTransportOptions, ServeOptions, TransportStreams
+    from toolkernel.transports import ClientTransportOptions, ServeOptions, ServingApp, TransportStreams
     from toolkernel.vectors import VectorStore
 
 R = TypeVar("R", bound=Registry[Any])
@@ -410,11 +410,20 @@ class Kernel:
 
     # -- serving --------------------------------------------------------------------------
 
+    def serving_app(self, server: MCPServer) -> ServingApp:
+        """The handle a transport serves ``server`` through, with this kernel's hooks.
+
+        Transports get one from :meth:`serve`; an application that runs a transport's
+        app itself (mounting toolkernel-http's ASGI app, say) gets it here.
+        """
+        from toolkernel._serving import ServingAppImpl
+
+        return ServingAppImpl(server, self)
+
     async def serve(
         self, server: MCPServer, transport: str = "stdio", options: ServeOptions | None = None
     ) -> None:
         """Serve ``server`` over the transport registered as ``transport`` until cancelled."""
-        from toolkernel._serving import ServingAppImpl
         from toolkernel.transports import ServeOptions
 
         if transport not in self.server_transports:
@@ -426,7 +435,7 @@ class Kernel:
 
         configure_from_env()
         server_transport = self.server_transports.get(transport)(options or ServeOptions())
-        app = ServingAppImpl(server, self)
+        app = self.serving_app(server)
         await self.emit("on_server_start", server=server)
         try:
             await server_transport.serve(app)

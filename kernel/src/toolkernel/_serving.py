@@ -58,6 +58,31 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
     return getattr(ctx.session, "_connection", None)
 
 
+class ProtocolServer(Server[Any]):
+    """The SDK low-level server, advertising list-changed notifications by default.
+
+    Transports that run sessions themselves (the SDK's Streamable HTTP session manager)
+    build their initialization options with no arguments; this default is what makes
+    them advertise ``listChanged``. A transport with no channel for server-initiated
+    messages (stateless HTTP) sets :attr:`notification_options` to all-off.
+    """
+
+    notification_options = NotificationOptions(
+        prompts_changed=True, resources_changed=True, tools_changed=True
+    )
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """The SDK's options, with :attr:`notification_options` when none are given."""
+        return super().create_initialization_options(
+            notification_options or self.notification_options, experimental_capabilities, extensions
+        )
+
+
 class ServingAppImpl:
     """A server being served: the SDK server plus the session hooks, as transports see it."""
 
@@ -68,14 +93,14 @@ class ServingAppImpl:
         self.caller = caller_for(server)
 
     @cached_property
-    def protocol_server(self) -> Server[Any]:
+    def protocol_server(self) -> ProtocolServer:
         """The SDK low-level server carrying this server's handlers."""
         s = self.server
         handlers = _Handlers(self)
         with warnings.catch_warnings():
             # Logging is deprecated in 2026-07-28 but still part of the handshake era we serve.
             warnings.simplefilter("ignore")
-            proto: Server[Any] = Server(
+            proto = ProtocolServer(
                 s.name,
                 version=s.version,
                 title=s.title,
@@ -102,9 +127,7 @@ class ServingAppImpl:
     @cached_property
     def init_options(self) -> InitializationOptions:
         """Initialization options advertising list-changed notifications."""
-        return self.protocol_server.create_initialization_options(
-            NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-        )
+        return self.protocol_server.create_initialization_options()
 
     async def run_session(
         self,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
     from mcp.shared.message import SessionMessage
 
+    from toolkernel._kernel import Kernel
     from toolkernel.server import MCPServer
 
     TransportStreams = tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]
@@ -41,6 +42,10 @@ class ServingApp(Protocol):
     @property
     def server(self) -> MCPServer:
         """The user's server definition."""
+
+    @property
+    def kernel(self) -> Kernel:
+        """The kernel serving it: its hooks fire for sessions the transport runs itself."""
 
     @property
     def protocol_server(self) -> ProtocolServer[Any]:

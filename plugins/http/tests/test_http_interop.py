@@ -144,3 +144,34 @@ async def test_our_client_uses_injected_factory_and_auth(tk_server: MCPServer, t
     assert made
     assert made[0].connect == 3.0
     assert made[0].read == 42.0
+
+
+@pytest.mark.parametrize(("options", "advertised"), [({}, True), ({"stateless": True}, False)])
+async def test_list_changed_is_advertised_only_where_it_can_be_delivered(
+    tk_server: MCPServer, options: dict[str, Any], advertised: bool
+) -> None:
+    """Stateful sessions advertise ``listChanged`` and deliver it on the GET stream; stateless ones don't."""
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(tk_server, **options)) as base,
+            Client(
+                streamable_http_client(f"{base}/mcp"), mode="legacy", message_handler=on_message
+            ) as client,
+        ):  # type: ignore[arg-type]
+            capabilities = client.server_capabilities
+            assert capabilities.tools is not None
+            assert capabilities.tools.list_changed is advertised
+            assert capabilities.prompts is None or capabilities.prompts.list_changed is advertised
+            if advertised:
+                await _echo_through(client)  # the session is live, and so is its GET stream
+                with anyio.fail_after(10):
+                    while not changed.is_set():
+                        await tk_server.notify_list_changed("tools")
+                        with anyio.move_on_after(0.2):
+                            await changed.wait()

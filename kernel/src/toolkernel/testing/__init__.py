@@ -43,11 +43,9 @@ async def connect_in_memory(
     from mcp.client import Client
     from mcp.shared.message import SessionMessage
 
-    from toolkernel._serving import ServingAppImpl
-
     if kernel is not None:
         server._kernel = kernel
-    app = ServingAppImpl(server, server.kernel)
+    app = server.kernel.serving_app(server)
     to_server_send, to_server_recv = anyio.create_memory_object_stream[SessionMessage | Exception](100)
     to_client_send, to_client_recv = anyio.create_memory_object_stream[SessionMessage | Exception](100)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
-from mcp.server.lowlevel.server import Server
+from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.sse import SseServerTransport
 from mcp.server.streamable_http import EventStore, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -83,6 +83,9 @@ def asgi_app(
     if overrides:
         opts = HTTPServerOptions.model_validate({**dict(opts), **overrides})
     protocol_server, serving = _resolve(server)
+    if opts.stateless and hasattr(protocol_server, "notification_options"):
+        # No session, no GET stream: list-changed notifications could never reach a client.
+        protocol_server.notification_options = NotificationOptions()
 
     event_store: EventStore | None = None
     if opts.resumable and not opts.stateless:
@@ -132,9 +135,7 @@ def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:
     from toolkernel.server import MCPServer
 
     if isinstance(target, MCPServer):
-        from toolkernel._serving import ServingAppImpl
-
-        app = ServingAppImpl(target, target.kernel)
+        app = target.kernel.serving_app(target)
         return app.protocol_server, app
     raise TypeError(
         "asgi_app: expected a toolkernel.MCPServer, a ServingApp or an mcp Server, "
@@ -179,9 +180,9 @@ class _SessionManager(StreamableHTTPSessionManager):
 
     async def _emit(self, hook: str, session_id: str) -> None:
         """Fire a session hook through the kernel that serves this app, if there is one."""
-        kernel = getattr(self._serving, "kernel", None)
-        if kernel is None or self._serving is None:
+        if self._serving is None:
             return
+        kernel = self._serving.kernel
         from toolkernel.events import SessionEvent
 
         event = SessionEvent(server=self._serving.server, transport="http", session_id=session_id)

@@ -110,6 +110,6 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _with_settings(app: ServingApp, extra: Mapping[str, Any]) -> HTTPServerOptions:
     """The kernel's ``http`` settings (config, env), overridden by ``ServeOptions.extra``."""
-    kernel = getattr(app, "kernel", None)
-    settings = kernel.settings("http") if kernel is not None and "http" in kernel.settings_models else None
+    kernel = app.kernel
+    settings = kernel.settings("http") if "http" in kernel.settings_models else None
     return HTTPServerOptions.model_validate({**dict(settings or {}), **extra})
