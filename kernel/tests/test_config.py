@@ -29,7 +29,7 @@ def write(tmp_path, text):
 
 def test_file_settings_reach_the_plugin(tmp_path, monkeypatch):
     monkeypatch.delenv("TOOLKERNEL_DEMO_SIZE", raising=False)
-    path = write(tmp_path, '[plugins]\nstrict = true\n\n[plugins.demo]\nsize = 7\n')
+    path = write(tmp_path, "[plugins]\nstrict = true\n\n[plugins.demo]\nsize = 7\n")
     kernel = Kernel.from_config(path, load_entry_points=False, plugins=[SettingsPlugin()])
     assert kernel.settings("demo") == Settings(size=7)
 
