@@ -4,8 +4,8 @@ The SDK owns the protocol on the wire: sessions, the GET stream, SSE or JSON
 responses, priming events and replay, ``MCP-Protocol-Version`` era routing. This
 module adds what a deployable endpoint needs around it: Host/Origin checks derived
 from the bind address, a body-size limit, ``Content-Type`` checks, JSON-RPC error
-bodies on every refusal, a per-session view of the event store, and a lifespan a
-parent Starlette/FastAPI app can run.
+bodies on every refusal, CORS for browser clients, a per-session view of the event
+store, and a lifespan a parent Starlette/FastAPI app can run.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, State
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
@@ -121,6 +123,8 @@ def asgi_app(
     app.state.started = False
     app.router.lifespan_context = app.lifespan
     hosts, origins = _allowed(opts, host)
+    if opts.cors:
+        app.add_middleware(CORSMiddleware, **_cors(origins))
     app.add_middleware(_Guard, hosts=hosts, origins=origins, max_body_bytes=opts.max_body_bytes)
     app.add_middleware(_JSONRPCErrors)
     return app
@@ -260,6 +264,32 @@ def _allowed(opts: HTTPServerOptions, host: str) -> tuple[tuple[str, ...] | None
     if origins is None:
         origins = tuple(f"{scheme}://{h}" for h in hosts for scheme in ("http", "https"))
     return hosts, origins
+
+
+_CORS_REQUEST_HEADERS = (
+    "accept",
+    "authorization",
+    "content-type",
+    "last-event-id",
+    "mcp-protocol-version",
+    "mcp-session-id",
+)
+_CORS_EXPOSED_HEADERS = ("mcp-session-id", "mcp-protocol-version", "www-authenticate")
+
+
+def _cors(origins: tuple[str, ...] | None) -> dict[str, Any]:
+    """CORSMiddleware settings for ``origins`` (``x:*`` patterns as regexes; ``None``: any origin)."""
+    settings: dict[str, Any] = {
+        "allow_methods": ("GET", "POST", "DELETE"),
+        "allow_headers": _CORS_REQUEST_HEADERS,
+        "expose_headers": _CORS_EXPOSED_HEADERS,
+    }
+    if origins is None:
+        return {**settings, "allow_origins": ("*",)}
+    exact = tuple(o for o in origins if not o.endswith(":*"))
+    ported = [re.escape(o[:-2]) + r":\d+" for o in origins if o.endswith(":*")]
+    regex = "|".join(ported) if ported else None
+    return {**settings, "allow_origins": exact, "allow_origin_regex": regex}
 
 
 def _matches(value: str, allowed: Sequence[str]) -> bool:

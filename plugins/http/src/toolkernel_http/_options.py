@@ -48,6 +48,11 @@ class HTTPServerOptions(BaseModel):
         None,
         description="Origin values accepted; `scheme://name:*`: any port. Default: from the hosts.",
     )
+    cors: bool = Field(
+        True,
+        description="Answer CORS preflights from the allowed origins and expose Mcp-Session-Id to "
+        "browser clients (any origin when Origin is not checked).",
+    )
     legacy_sse: bool = Field(True, description="Also serve the 2024-11-05 SSE transport (GET sse_path).")
     sse_path: str = Field("/sse", pattern=r"^/", description="Path of the legacy SSE stream.")
     messages_path: str = Field("/messages/", pattern=r"^/", description="Path legacy SSE clients POST to.")
