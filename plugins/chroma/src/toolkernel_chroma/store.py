@@ -3,10 +3,9 @@
 Each index is a Chroma collection whose metadata records the index's name, dimension and
 metric (``hnsw:space`` cosine / l2 / ip). Embeddings are always passed in, and every
 collection is opened with ``embedding_function=None``, so Chroma never loads its default
-model. The chromadb client is synchronous: each call runs in a worker thread, so the event
-loop never blocks — reads (query, count, get) in warm threads the store owns
-(:mod:`toolkernel_chroma._threads`, a cheaper hand-off than ``anyio.to_thread``), writes in
-anyio's threads; both are bounded by ``max_threads``. (chromadb's ``AsyncHttpClient`` was
+model. The chromadb client is synchronous: each call runs in one of ``max_threads`` warm
+threads the store owns (:mod:`toolkernel_chroma._threads`, a cheaper hand-off than
+``anyio.to_thread``), so the event loop never blocks. (chromadb's ``AsyncHttpClient`` was
 measured and is slower here: more client CPU per query than the sync client plus the hop.)
 
 Queries and counts use the collection handle remembered from the last call on that index,
@@ -24,7 +23,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import anyio.to_thread
 import httpx
 
 from toolkernel.filters import Filter, coerce_filter, require_supported
@@ -45,7 +43,7 @@ from toolkernel.vectors import (
     check_upsert,
     check_vector,
 )
-from toolkernel_chroma._threads import ReadThreads
+from toolkernel_chroma._threads import WorkerThreads
 from toolkernel_chroma._where import (
     RESERVED_PREFIX,
     STORE,
@@ -71,6 +69,9 @@ SPACES: dict[str, str] = {"cosine": "cosine", "euclidean": "l2", "dot": "ip"}
 NAME_KEY, DIMENSION_KEY, METRIC_KEY = "toolkernel:name", "toolkernel:dimension", "toolkernel:metric"
 """Collection metadata keys that mark a collection as a toolkernel index and describe it."""
 
+UNFLUSHED_RETRIES = 5
+"""Tries of a read that Chroma fails because a just-written segment is not on disk yet (~0.1 s in all)."""
+
 _CHROMA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 _ENCODED_PREFIX = "tkx-"
 
@@ -86,8 +87,7 @@ class ChromaStore:
         self.options = settings
         self._client: ClientAPI | None = None
         self._connecting = anyio.Lock()
-        self._limiter = anyio.CapacityLimiter(self.options.max_threads)
-        self._reads = ReadThreads(self.options.max_threads, "toolkernel-chroma")
+        self._threads = WorkerThreads(self.options.max_threads, "toolkernel-chroma")
         self._closed = False
         # index -> (collection handle, dimension, metric), for queries and counts.
         self._collections: dict[str, tuple[Collection, int, Metric]] = {}
@@ -96,18 +96,17 @@ class ChromaStore:
     # -- plumbing ------------------------------------------------------------
 
     async def _run(self, func: Callable[..., T], *args: Any, read: bool = False, **kwargs: Any) -> T:
-        """Run a blocking chromadb call in a worker thread, turning its errors into store errors.
+        """Run a blocking chromadb call in one of the store's threads, turning its errors into store errors.
 
-        ``read`` calls (no side effects) go to the store's warm threads, where a cancelled call
-        is abandoned; writes go to anyio's threads, which finish a call before cancelling.
+        At most ``max_threads`` calls run at once. A cancelled ``read`` (no side effects) is
+        abandoned to finish in its thread; a cancelled write is waited for first.
         """
         from chromadb.errors import ChromaError
 
-        call = functools.partial(func, *args, **kwargs)
         try:
-            if read:
-                return await self._reads.run(call)
-            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+            return await self._threads.run(
+                functools.partial(func, *args, **kwargs), finish_on_cancel=not read
+            )
         except ValueError as exc:
             raise VectorInputError(f"vector store 'chroma': {exc}") from exc
         except (ChromaError, httpx.HTTPError) as exc:
@@ -120,7 +119,7 @@ class ChromaStore:
         async with self._connecting:
             if self._client is None:
                 try:
-                    self._client = await anyio.to_thread.run_sync(self._make_client, limiter=self._limiter)
+                    self._client = await self._threads.run(self._make_client, finish_on_cancel=True)
                 except Exception as exc:
                     where = self.options.path or f"{self.options.host}:{self.options.port}"
                     raise VectorStoreError(
@@ -190,12 +189,12 @@ class ChromaStore:
 
         entry, remembered = await self._cached_collection(index)
         try:
-            return await call(*entry)
+            return await _retry_unflushed(call, *entry)
         except VectorStoreError as exc:
             if not remembered or not isinstance(exc.__cause__, NotFoundError):
                 raise
         self._collections.pop(index, None)
-        return await call(*await self._collection(index))
+        return await _retry_unflushed(call, *await self._collection(index))
 
     # -- indexes -------------------------------------------------------------
 
@@ -365,7 +364,7 @@ class ChromaStore:
         docs = found["documents"][0] if found["documents"] else nothing
         embeddings = found["embeddings"][0] if include_vectors and found["embeddings"] is not None else None
         results = [
-            QueryResult.model_construct(
+            QueryResult(
                 id=id_,
                 score=_score(metric, float(distances[i])),
                 metadata=_from_chroma_metadata(metadatas[i]),
@@ -423,7 +422,30 @@ class ChromaStore:
         async with self._connecting:
             self._client = None
             self._collections.clear()
-            self._reads.close()
+            self._threads.close()
+
+
+async def _retry_unflushed(call: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``await call(*args)``, retried briefly while Chroma reports a just-written segment missing on disk.
+
+    chromadb 1.5 can fail a read that races the first flush of a collection's vector segment
+    with ``InternalError: ... Error creating hnsw segment reader: Nothing found on disk``; the
+    same read succeeds a few milliseconds later. Other errors, and this one after
+    :data:`UNFLUSHED_RETRIES` tries, are raised.
+    """
+    from chromadb.errors import InternalError
+
+    for attempt in range(UNFLUSHED_RETRIES):
+        try:
+            return await call(*args)
+        except VectorStoreError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, InternalError) or "Nothing found on disk" not in str(cause):
+                raise
+            if attempt == UNFLUSHED_RETRIES - 1:
+                raise
+            await anyio.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _collection_name(index: str) -> str:
