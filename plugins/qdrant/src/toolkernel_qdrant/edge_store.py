@@ -28,7 +28,7 @@ import qdrant_edge as qe
 
 from toolkernel.vectors import Metric
 from toolkernel_qdrant._base import Hit, IndexSpec, QdrantStoreBase
-from toolkernel_qdrant._threads import ReadThreads
+from toolkernel_qdrant._threads import WorkerThreads
 from toolkernel_qdrant._translate import QdrantFilter
 from toolkernel_qdrant.settings import QdrantSettings
 
@@ -68,7 +68,7 @@ class QdrantEdgeStore(QdrantStoreBase):
             self._root.mkdir(parents=True, exist_ok=True)
         self._shards: dict[str, _Shard] = {}
         self._admin = anyio.Lock()
-        self._reads = ReadThreads(min(4, os.cpu_count() or 1), "toolkernel-qdrant-edge")
+        self._reads = WorkerThreads(min(4, os.cpu_count() or 1), "toolkernel-qdrant-edge")
 
     def _encode(self, value: Any) -> Any:
         """Booleans as marker strings, marker-prefixed strings escaped; see ``_MARK``."""
