@@ -55,10 +55,14 @@ _REGEX = sql.SQL(
 )
 
 
+NO_CONDITION = sql.SQL("TRUE")
+"""The condition of a query without a filter (the same object every time, so callers can spot it)."""
+
+
 def where_clause(filter: Filter | None) -> tuple[sql.Composable, list[Any]]:
-    """``(condition, params)`` for ``filter``; ``TRUE`` and no params when there is none."""
+    """``(condition, params)`` for ``filter``; :data:`NO_CONDITION` and no params when there is none."""
     if filter is None:
-        return sql.SQL("TRUE"), []
+        return NO_CONDITION, []
     params: list[Any] = []
     return _node(filter.root, params), params
 

@@ -46,7 +46,7 @@ from toolkernel.vectors import (
     check_upsert,
     check_vector,
 )
-from toolkernel_pgvector._where import SUPPORTED_OPERATORS, where_clause
+from toolkernel_pgvector._where import NO_CONDITION, SUPPORTED_OPERATORS, where_clause
 from toolkernel_pgvector.settings import PgVectorSettings
 
 CATALOG = "toolkernel_indexes"
@@ -84,6 +84,7 @@ class PgVectorStore:
         self._closed = False
         # Catalog entries read by queries, dropped by delete_index and refreshed when a query fails on them.
         self._tables: dict[str, _Table] = {}
+        self._statements: dict[tuple[str, str, bool], bytes] = {}
         # Per pooled connection: the search settings (session level) it holds, so a query re-sends none.
         self._session: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], dict[str, str]] = (
             weakref.WeakKeyDictionary()
@@ -95,6 +96,8 @@ class PgVectorStore:
         """The open pool, made on first use after the extension, schema and catalog exist."""
         if self._closed:
             raise VectorStoreError("vector store 'pgvector' is closed")
+        if self._pool is not None:  # the common case: no lock, no trip through the event loop
+            return self._pool
         async with self._opening:
             if self._pool is None:
                 await self._bootstrap()
@@ -400,7 +403,7 @@ class PgVectorStore:
             if min_score is not None and score < min_score:
                 break
             results.append(
-                QueryResult.model_construct(
+                QueryResult(
                     id=row[0],
                     score=score,
                     metadata=row[2],
@@ -412,8 +415,14 @@ class PgVectorStore:
 
     def _search_statement(
         self, table: _Table, condition: sql.Composable, include_vectors: bool
-    ) -> sql.Composed:
-        """The nearest-neighbour ``SELECT`` on ``table``: bound vector, filter parameters and limit."""
+    ) -> sql.Composed | bytes:
+        """The nearest-neighbour ``SELECT`` on ``table``: bound vector, filter parameters and limit.
+
+        Without a filter it is the same text every time, composed once per table and metric.
+        """
+        key = (table.name, table.metric, include_vectors)
+        if condition is NO_CONDITION and key in self._statements:
+            return self._statements[key]
         search = sql.SQL(
             "SELECT id, embedding {} %s AS distance, metadata, document{} FROM {} WHERE {} "
             "ORDER BY distance LIMIT %s"
@@ -424,7 +433,14 @@ class PgVectorStore:
             condition,
         )
         # IVFFlat's iterative scan may return rows slightly out of order: sort them again.
-        return sql.SQL("WITH hits AS MATERIALIZED ({}) SELECT * FROM hits ORDER BY distance").format(search)
+        statement = sql.SQL("WITH hits AS MATERIALIZED ({}) SELECT * FROM hits ORDER BY distance").format(
+            search
+        )
+        if condition is NO_CONDITION:
+            # Spelled out once: psycopg would otherwise rebuild the text from its parts on every execute.
+            self._statements[key] = statement.as_bytes(None)
+            return self._statements[key]
+        return statement
 
     def _search_settings(self, table: _Table, top_k: int, opts: dict[str, Any]) -> dict[str, str]:
         """The HNSW / IVFFlat search parameters a query on ``table`` runs with."""
