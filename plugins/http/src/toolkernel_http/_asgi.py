@@ -1,11 +1,12 @@
-"""The ASGI application: Streamable HTTP (the SDK's session manager) plus legacy SSE, behind request checks.
+"""The ASGI application: Streamable HTTP and legacy SSE, behind request checks.
 
-The SDK owns the protocol on the wire: sessions, the GET stream, SSE or JSON
-responses, priming events and replay, ``MCP-Protocol-Version`` era routing. This
-module adds what a deployable endpoint needs around it: Host/Origin checks derived
-from the bind address, a body-size limit, ``Content-Type`` checks, JSON-RPC error
-bodies on every refusal, CORS for browser clients, a per-session view of the event
-store, and a lifespan a parent Starlette/FastAPI app can run.
+Stateful 2025-era sessions are served by :mod:`toolkernel_http._sessions`; stateless
+2025-era requests (through :mod:`toolkernel_http._fastpath` where it can) and every
+2026-07-28 request by the SDK's session manager, which also runs the server's lifespan.
+This module adds what a deployable endpoint needs around them: Host/Origin checks derived
+from the bind address, a body-size limit, ``Content-Type`` checks, JSON-RPC error bodies
+on every refusal, CORS for browser clients, and a lifespan a parent Starlette/FastAPI app
+can run.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-import anyio
-from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.sse import SseServerTransport
-from mcp.server.streamable_http import EventStore, StreamableHTTPServerTransport
+from mcp.server.streamable_http import EventStore
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, State
 from starlette.middleware.cors import CORSMiddleware
@@ -32,8 +32,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from toolkernel_http import _fastpath
-from toolkernel_http._events import InMemoryEventStore, SessionScopedEventStore
+from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
+from toolkernel_http._sessions import SessionTable
 
 if TYPE_CHECKING:
     from toolkernel.server import MCPServer
@@ -49,12 +50,16 @@ class MCPHTTPApp(Starlette):
     """The Starlette app :func:`asgi_app` returns; ``lifespan`` lets a parent app start it when mounted."""
 
     session_manager: StreamableHTTPSessionManager
+    sessions: SessionTable | None
     options: HTTPServerOptions
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _parent: Any = None) -> AsyncIterator[None]:
         """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting."""
-        async with self.session_manager.run():
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(self.session_manager.run())
+            if self.sessions is not None:
+                await stack.enter_async_context(self.sessions.run())
             self.state.started = True
             try:
                 yield
@@ -89,26 +94,37 @@ def asgi_app(
         # No session, no GET stream: list-changed notifications could never reach a client.
         protocol_server.notification_options = NotificationOptions()
 
-    event_store: EventStore | None = None
-    if opts.resumable and not opts.stateless:
-        event_store = opts.event_store if opts.event_store is not None else InMemoryEventStore()
-    manager = _SessionManager(
+    # The SDK's manager serves stateless 2025-era requests and every 2026-07-28 request, and
+    # runs the server's lifespan; stateful 2025-era sessions are this plugin's own (_sessions).
+    manager = StreamableHTTPSessionManager(
         protocol_server,
-        serving=serving,
-        event_store=event_store,
         json_response=opts.json_response,
-        stateless=opts.stateless,
+        stateless=True,
         security_settings=_NO_SDK_CHECKS,
-        retry_interval=opts.retry_ms,
-        session_idle_timeout=opts.session_idle_timeout,
         max_request_body_size=opts.max_body_bytes,
-        max_sessions=opts.max_sessions,
     )
+    sessions: SessionTable | None = None
+    if not opts.stateless:
+        event_store: EventStore | None = None
+        if opts.resumable:
+            event_store = opts.event_store if opts.event_store is not None else InMemoryEventStore()
+        sessions = SessionTable(
+            protocol_server,
+            serving,
+            json_response=opts.json_response,
+            event_store=event_store,
+            retry_ms=opts.retry_ms,
+            idle_timeout=opts.session_idle_timeout,
+            max_sessions=opts.max_sessions,
+            max_body_bytes=opts.max_body_bytes,
+            lifespan_state=lambda: manager._lifespan_state,
+        )
 
     app = MCPHTTPApp()
     routes: list[BaseRoute] = []
     if streamable:
-        routes.append(Route(path, endpoint=_StreamableEndpoint(manager, app.state, opts.max_body_bytes)))
+        endpoint = _StreamableEndpoint(manager, sessions, app.state, opts.max_body_bytes)
+        routes.append(Route(path, endpoint=endpoint))
     if opts.legacy_sse or not streamable:
         sse = SseServerTransport(
             opts.messages_path, security_settings=_NO_SDK_CHECKS, max_request_body_size=opts.max_body_bytes
@@ -119,6 +135,7 @@ def asgi_app(
 
     app.router.routes.extend(routes)
     app.session_manager = manager
+    app.sessions = sessions
     app.options = opts
     app.state.started = False
     app.router.lifespan_context = app.lifespan
@@ -147,60 +164,21 @@ def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:
     )
 
 
-class _SessionManager(StreamableHTTPSessionManager):
-    """The SDK's session manager, plus a per-session view of the event store and the session hooks.
-
-    Overrides three of its private methods (pinned by ``mcp>=2.3,<2.4``): the manager
-    drives each session's loop itself, so the kernel's ``run_session`` (which fires
-    ``on_session_start``/``on_session_stop``) cannot wrap it.
-    """
-
-    def __init__(self, *args: Any, serving: ServingApp | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._serving = serving
-        self._open: set[str] = set()
-
-    def _admit_session(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
-        transport = super()._admit_session(requestor)
-        if transport is not None and self.event_store is not None and transport.mcp_session_id is not None:
-            transport._event_store = SessionScopedEventStore(self.event_store, transport.mcp_session_id)
-        return transport
-
-    async def _serve_opening_request(
-        self, http_transport: StreamableHTTPServerTransport, scope: Scope, receive: Receive, send: Send
-    ) -> None:
-        await super()._serve_opening_request(http_transport, scope, receive, send)
-        session_id = http_transport.mcp_session_id
-        if session_id is not None and session_id in self._server_instances and session_id not in self._open:
-            self._open.add(session_id)
-            await self._emit("on_session_start", session_id)
-
-    async def _discard_session(self, session_id: str, transport: StreamableHTTPServerTransport) -> None:
-        await super()._discard_session(session_id, transport)
-        if session_id in self._open:
-            self._open.discard(session_id)
-            with anyio.CancelScope(shield=True):
-                await self._emit("on_session_stop", session_id)
-
-    async def _emit(self, hook: str, session_id: str) -> None:
-        """Fire a session hook through the kernel that serves this app, if there is one."""
-        if self._serving is None:
-            return
-        kernel = self._serving.kernel
-        from toolkernel.events import SessionEvent
-
-        event = SessionEvent(server=self._serving.server, transport="http", session_id=session_id)
-        await kernel.emit(hook, event=event)
-
-
 class _StreamableEndpoint:
     """ASGI endpoint handing requests on the MCP path to the session manager (or the direct path)."""
 
-    def __init__(self, manager: _SessionManager, state: State, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        manager: StreamableHTTPSessionManager,
+        sessions: SessionTable | None,
+        state: State,
+        max_body_bytes: int,
+    ) -> None:
         self.manager = manager
+        self.sessions = sessions
         self.state = state
         self.max_body_bytes = max_body_bytes
-        self.direct = manager.stateless and manager.json_response
+        self.direct = sessions is None and manager.json_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.state.started:
@@ -224,6 +202,9 @@ class _StreamableEndpoint:
                 await _fastpath.serve(self.manager.app, state, request, version, scope, receive, send)
                 return
             receive = _fastpath.replaying(body, receive)
+        if self.sessions is not None and _handshake_era(scope):
+            await self.sessions.handle(scope, receive, send)
+            return
         await self.manager.handle_request(scope, receive, send)
 
 
@@ -241,6 +222,14 @@ class _LegacySSEEndpoint:
                 await self.serving.run_session(read, write, transport="sse")
             else:
                 await self.server.run(read, write, self.server.create_initialization_options())
+
+
+def _handshake_era(scope: Scope) -> bool:
+    """Whether a request is for the 2025 (handshake) era: no ``MCP-Protocol-Version``, or one of it."""
+    for key, value in scope["headers"]:
+        if key == b"mcp-protocol-version":
+            return value.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+    return True
 
 
 def _allowed(opts: HTTPServerOptions, host: str) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:

@@ -1,0 +1,649 @@
+"""Stateful Streamable HTTP sessions of the 2025 protocol era, served without the SDK's HTTP transport.
+
+The protocol itself stays the SDK's: every session runs ``mcp.server.runner.serve_loop``
+(its JSON-RPC dispatcher, handshake, cancellation, timeouts, error mapping). What this
+module replaces is the SDK's per-session HTTP transport, which put every request through
+two memory streams, a router task and an sse-starlette response of five tasks. Here a
+POST hands its message to the session's dispatcher and the session's outbox writes each
+outgoing message straight onto the HTTP response it belongs to, as an SSE event (stored
+first when the session is resumable), so a tool call costs a fraction of the server CPU.
+
+Wire behaviour follows the SDK transport's: ``Mcp-Session-Id`` sessions, SSE or JSON
+responses, one GET stream per session (409 for a second), ``Last-Event-ID`` replay that
+also re-attaches a request still in flight, priming events and ``retry`` for clients at
+2025-11-25 or later, ``close_sse_stream`` callbacks, DELETE, idle timeout, a session cap,
+sessions bound to the credential that opened them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+from uuid import uuid4
+
+import anyio
+import pydantic_core
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    AuthorizationContext,
+    authorization_context,
+)
+from mcp.server.runner import serve_loop
+from mcp.server.streamable_http import REQUEST_CANCELLED, EventStore, check_accept_headers
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp_types import (
+    DEFAULT_NEGOTIATED_VERSION,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
+from mcp_types.version import is_version_at_least
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from toolkernel_http._events import SessionScopedEventStore
+from toolkernel_http._fastpath import read_body
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+
+    from toolkernel.transports import ServingApp
+
+logger = logging.getLogger("toolkernel.http")
+
+GET_STREAM = "_GET_stream"
+"""The stream id of a session's standalone GET stream (the SDK's name, so stored events match)."""
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+]
+_INBOX_BUFFER = 32
+
+
+async def send_error(
+    send: Send, status: int, message: str, code: int, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """A complete response whose body is a JSON-RPC error with no id."""
+    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message)).model_dump_json(
+        by_alias=True, exclude_unset=True
+    )
+    await _send_json(send, status, body.encode(), headers or [])
+
+
+async def _send_json(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _event(message: JSONRPCMessage | None, event_id: str | None, retry_ms: int | None = None) -> bytes:
+    """One SSE event: a JSON-RPC message (``event: message``), or a priming event when ``None``."""
+    lines = []
+    if message is not None:
+        lines.append(b"event: message")
+    if event_id is not None:
+        lines.append(b"id: " + event_id.encode())
+    if retry_ms is not None:
+        lines.append(b"retry: %d" % retry_ms)
+    data = b"" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    lines.append(b"data: " + data)
+    return b"\n".join(lines) + b"\n\n"
+
+
+class _Sink:
+    """An open SSE response that one stream's events are written to.
+
+    ``closed`` is set once nothing more goes to it: its last event was written, another
+    response took the stream over (a resume), or the session ended. Its owner (the
+    request's task) then ends the HTTP response with :meth:`end`, if a last write has not.
+    """
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.closed = anyio.Event()
+        self._ended = False
+
+    async def write(self, data: bytes, *, last: bool = False) -> None:
+        if self._ended:
+            return
+        try:
+            await self.send({"type": "http.response.body", "body": data, "more_body": not last})
+        except OSError:  # the client went away; a resumable session has the event stored
+            last = True
+        if last:
+            self._ended = True
+            self.closed.set()
+
+    async def end(self) -> None:
+        await self.write(b"", last=True)
+
+
+class _JSONSink:
+    """JSON-response mode: waits for the one response of its request; everything else has no wire."""
+
+    def __init__(self) -> None:
+        self.closed = anyio.Event()
+        self.answer: JSONRPCMessage | None = None
+
+    def deliver(self, message: JSONRPCMessage) -> None:
+        self.answer = message
+        self.closed.set()
+
+
+class _Inbox:
+    """The session's read stream: messages from POSTs, each with the context it was sent from.
+
+    The dispatcher runs a request's handler in ``last_context`` (as with the SDK's
+    context streams), so context variables set by HTTP middleware reach the handler.
+    """
+
+    def __init__(self) -> None:
+        self._send, self._receive = anyio.create_memory_object_stream[
+            tuple[contextvars.Context, SessionMessage | Exception]
+        ](_INBOX_BUFFER)
+        self.last_context: contextvars.Context | None = None
+
+    async def put(self, message: SessionMessage) -> None:
+        await self._send.send((contextvars.copy_context(), message))
+
+    async def receive(self) -> SessionMessage | Exception:
+        self.last_context, item = await self._receive.receive()
+        return item
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self._send.close()
+        self._receive.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class SessionGone(Exception):
+    """The session ended while a request for it was being taken in."""
+
+
+@dataclass(eq=False)
+class Session:
+    """One stateful session: its dispatcher's inbox, where each stream's events go, its event store."""
+
+    id: str
+    owner: AuthorizationContext | None
+    json_response: bool
+    event_store: EventStore | None
+    retry_ms: int | None
+    inbox: _Inbox = field(default_factory=_Inbox)
+    sinks: dict[str, _Sink | _JSONSink] = field(default_factory=dict)
+    live: set[str] = field(default_factory=set)
+    """Streams of requests still being handled (their response not yet routed)."""
+    opening: str | None = None
+    """The stream of the ``initialize`` request that opened the session, until it is answered."""
+    in_flight: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+    terminated: bool = False
+    failed_to_open: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    """Orders storing and writing events against replays, as the SDK's single router task does."""
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"mcp-session-id", self.id.encode())]
+
+    # -- the dispatcher's write stream ------------------------------------------------------
+
+    async def send(self, item: SessionMessage, /) -> None:
+        """Route one outgoing message to its stream: store it, write it where that stream is open."""
+        message = item.message
+        stream: str
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id is not None:
+            stream = str(message.id)
+        elif (related := _related_request(item)) is not None:
+            if self.json_response:
+                return  # a JSON body carries only the response: no wire, nothing to replay
+            stream = str(related)
+        else:
+            stream = GET_STREAM
+        final = stream != GET_STREAM and isinstance(message, JSONRPCResponse | JSONRPCError)
+        async with self.lock:
+            event_id = await self.event_store.store_event(stream, message) if self.event_store else None
+            sink = self.sinks.get(stream)
+            if final:
+                self.sinks.pop(stream, None)
+                self.live.discard(stream)
+                if stream == self.opening:
+                    self.opening = None
+                    self.failed_to_open = isinstance(message, JSONRPCError)
+            if isinstance(sink, _JSONSink):
+                if final:
+                    sink.deliver(message)
+            elif sink is not None:
+                await sink.write(_event(message, event_id), last=final)
+                if sink.closed.is_set():
+                    self.sinks.pop(stream, None)
+
+    async def aclose(self) -> None:
+        """The dispatcher is done writing (the session is ending)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+    # -- streams ------------------------------------------------------------------------------
+
+    def attach(self, stream: str, sink: _Sink | _JSONSink) -> None:
+        """Send ``stream``'s events to ``sink`` from now on (at once closed if the session has ended)."""
+        if self.terminated:
+            sink.closed.set()
+        else:
+            self.sinks[stream] = sink
+
+    async def put(self, message: SessionMessage) -> None:
+        """Hand ``message`` to the session's dispatcher; :class:`SessionGone` once the session has ended."""
+        try:
+            await self.inbox.put(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise SessionGone(self.id) from None
+
+    async def close_stream(self, stream: str) -> None:
+        """End ``stream``'s open response (the client reconnects and replays: SSE polling)."""
+        async with self.lock:
+            sink = self.sinks.pop(stream, None)
+        if isinstance(sink, _Sink):
+            await sink.end()
+
+    async def prime(self, stream: str, version: str) -> bytes | None:
+        """The priming event for a new response on ``stream``, stored; ``None`` before 2025-11-25."""
+        if self.event_store is None or not is_version_at_least(version, "2025-11-25"):
+            return None
+        event_id = await self.event_store.store_event(stream, None)
+        return _event(None, event_id, self.retry_ms)
+
+    def close_all(self) -> None:
+        """Mark every open stream ended (the session is going away)."""
+        for sink in self.sinks.values():
+            sink.closed.set()
+        self.sinks.clear()
+
+
+class SessionTable:
+    """Every stateful session of one app: opens them on ``initialize``, serves their POST/GET/DELETE."""
+
+    def __init__(
+        self,
+        server: Server[Any],
+        serving: ServingApp | None,
+        *,
+        json_response: bool,
+        event_store: EventStore | None,
+        retry_ms: int | None,
+        idle_timeout: float | None,
+        max_sessions: int | None,
+        max_body_bytes: int,
+        lifespan_state: Callable[[], Any],
+    ) -> None:
+        self.server = server
+        self.serving = serving
+        self.json_response = json_response
+        self.event_store = event_store
+        self.retry_ms = retry_ms
+        self.idle_timeout = idle_timeout
+        self.max_sessions = max_sessions
+        self.max_body_bytes = max_body_bytes
+        self.lifespan_state = lifespan_state
+        self.sessions: dict[str, Session] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Run the sessions' loops (and the idle reaper) for the app's lifetime; end them all on exit."""
+        async with anyio.create_task_group() as tg:
+            self._task_group = tg
+            if self.idle_timeout is not None:
+                tg.start_soon(self._reap_idle)
+            try:
+                yield
+            finally:
+                for session in list(self.sessions.values()):
+                    self._terminate(session)
+                tg.cancel_scope.cancel()
+                self._task_group = None
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one request on the MCP path of a stateful app."""
+        request = Request(scope, receive)
+        method = scope["method"]
+        session_id = request.headers.get("mcp-session-id")
+        session = self.sessions.get(session_id) if session_id is not None else None
+        if session is not None and session.owner != _requestor(scope):
+            # A session answers only the credential that opened it; to others it does not exist.
+            session = None
+        if method == "POST":
+            await self._post(request, session_id, session, send)
+        elif method in ("GET", "DELETE"):
+            if session_id is None:
+                await send_error(send, 400, "Bad Request: Missing session ID", -32600)
+            elif session is None:
+                await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+            elif method == "GET":
+                await self._get(request, session, send)
+            else:
+                self._terminate(session)
+                await _send_json(send, 200, b"", session.headers)
+        else:
+            await send_error(send, 405, "Method Not Allowed", -32600, [(b"allow", b"GET, POST, DELETE")])
+
+    # -- POST -------------------------------------------------------------------------------
+
+    async def _post(
+        self, request: Request, session_id: str | None, session: Session | None, send: Send
+    ) -> None:
+        has_json, has_sse = check_accept_headers(request)
+        if not has_json or not (has_sse or self.json_response):
+            need = "application/json" if self.json_response else "both application/json and text/event-stream"
+            await send_error(send, 406, f"Not Acceptable: Client must accept {need}", -32600)
+            return
+        body = await read_body(request.receive, self.max_body_bytes)
+        if body is None:
+            limit = self.max_body_bytes
+            await send_error(send, 413, f"Payload Too Large: the limit is {limit} bytes", -32600)
+            return
+        try:
+            message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
+        except ValidationError as exc:
+            await send_error(send, 400, f"Validation error: {exc}", INVALID_PARAMS)
+            return
+        except ValueError as exc:
+            await send_error(send, 400, f"Parse error: {exc}", PARSE_ERROR)
+            return
+        opening = isinstance(message, JSONRPCRequest) and message.method == "initialize"
+        if opening and session_id is None:
+            session = await self._open(request)
+            if session is None:
+                await send_error(send, 503, "Too many open sessions", INTERNAL_ERROR)
+                return
+        elif session_id is None:
+            await send_error(send, 400, "Bad Request: Missing session ID", -32600)
+            return
+        elif session is None:
+            await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+            return
+        if not isinstance(message, JSONRPCRequest):
+            # Notifications and the client's answers to our requests: accepted, then dispatched.
+            metadata = ServerMessageMetadata(request_context=request)
+            try:
+                await session.put(SessionMessage(message, metadata=metadata))
+            except SessionGone:
+                await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+                return
+            await _send_json(send, 202, b"", session.headers)
+            return
+        version = (
+            str((message.params or {}).get("protocolVersion", DEFAULT_NEGOTIATED_VERSION))
+            if opening
+            else request.headers.get("mcp-protocol-version", DEFAULT_NEGOTIATED_VERSION)
+        )
+        session.in_flight += 1
+        try:
+            await self._serve_request(session, request, message, version, send)
+        except SessionGone:
+            await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+        finally:
+            session.in_flight -= 1
+            session.idle_since = time.monotonic()
+        if session.failed_to_open:
+            self._terminate(session)  # an initialize that failed leaves no session behind
+
+    async def _serve_request(
+        self, session: Session, request: Request, message: JSONRPCRequest, version: str, send: Send
+    ) -> None:
+        stream = str(message.id)
+        metadata = self._metadata(session, request, message, stream, version)
+        if message.method == "initialize":
+            session.opening = stream
+        session.live.add(stream)
+        if self.json_response:
+            waiter = _JSONSink()
+            session.attach(stream, waiter)
+            await session.put(SessionMessage(message, metadata=metadata))
+            await waiter.closed.wait()
+            if waiter.answer is None:
+                await send_error(send, 500, "Session terminated before the request completed", INTERNAL_ERROR)
+            else:
+                body = waiter.answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                await _send_json(send, 200, body, session.headers)
+            return
+        priming = await session.prime(stream, version)
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *session.headers]}
+        )
+        sink = _Sink(send)
+        if priming is not None:
+            await sink.write(priming)
+        session.attach(stream, sink)
+        try:
+            await session.put(SessionMessage(message, metadata=metadata))
+            await sink.closed.wait()
+        finally:
+            await sink.end()
+
+    def _metadata(
+        self, session: Session, request: Request, message: JSONRPCRequest, stream: str, version: str
+    ) -> ServerMessageMetadata:
+        """What the dispatcher hands the handler: the HTTP request, stream callbacks, the unanswered hook."""
+
+        async def end_unanswered() -> None:
+            # The 2025 wire ends a request's stream only with a response for its id.
+            error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
+            await session.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
+
+        closers: dict[str, Callable[[], Awaitable[None]]] = {}
+        if session.event_store is not None and is_version_at_least(version, "2025-11-25"):
+            # Only clients that understood the priming event can come back for the rest.
+
+            async def close_sse_stream() -> None:
+                await session.close_stream(stream)
+
+            async def close_standalone_sse_stream() -> None:
+                await session.close_stream(GET_STREAM)
+
+            closers = {
+                "close_sse_stream": close_sse_stream,
+                "close_standalone_sse_stream": close_standalone_sse_stream,
+            }
+        return ServerMessageMetadata(
+            request_context=request,
+            on_request_unanswered=end_unanswered,
+            can_send_request=not self.json_response,
+            **closers,  # type: ignore[arg-type]
+        )
+
+    # -- GET ----------------------------------------------------------------------------------
+
+    async def _get(self, request: Request, session: Session, send: Send) -> None:
+        if not check_accept_headers(request)[1]:
+            await send_error(send, 406, "Not Acceptable: Client must accept text/event-stream", -32600)
+            return
+        last_event_id = request.headers.get("last-event-id")
+        version = request.headers.get("mcp-protocol-version", DEFAULT_NEGOTIATED_VERSION)
+        if last_event_id is None and GET_STREAM in session.sinks:
+            await send_error(
+                send, 409, "Conflict: Only one SSE stream is allowed per session", -32600, session.headers
+            )
+            return
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *session.headers]}
+        )
+        sink = _Sink(send)
+        if last_event_id is None:
+            session.attach(GET_STREAM, sink)
+        elif not await self._resume(session, sink, last_event_id, version):
+            await sink.end()
+            return
+        session.in_flight += 1
+        try:
+            async with anyio.create_task_group() as tg:
+                # The stream lives until the client leaves or the stream is closed from our side.
+                tg.start_soon(_until_disconnected, request.receive, tg.cancel_scope)
+                await sink.closed.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            session.in_flight -= 1
+            session.idle_since = time.monotonic()
+            async with session.lock:
+                for stream, open_sink in list(session.sinks.items()):
+                    if open_sink is sink:
+                        del session.sinks[stream]
+            await sink.end()
+
+    async def _resume(self, session: Session, sink: _Sink, last_event_id: str, version: str) -> bool:
+        """Replay what came after ``last_event_id``; keep ``sink`` open if its stream is still live."""
+        if session.event_store is None:
+            return False
+
+        async def replay(event: Any) -> None:
+            await sink.write(_event(event.message, event.event_id))
+
+        async with session.lock:
+            stream = await session.event_store.replay_events_after(last_event_id, replay)
+            if stream is None or sink.closed.is_set():
+                return False
+            if stream != GET_STREAM and stream not in session.live:
+                return False  # the request was answered and its response replayed: nothing to wait for
+            previous = session.sinks.get(stream)
+            if previous is not None:
+                previous.closed.set()  # its owner ends that response; this one carries the stream now
+            session.attach(stream, sink)
+        priming = await session.prime(stream, version)
+        if priming is not None:
+            await sink.write(priming)
+        return True
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def _open(self, request: Request) -> Session | None:
+        if self._task_group is None:
+            raise RuntimeError("toolkernel-http: the session table is not running")
+        if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
+            logger.warning("refusing a new session: %d sessions are open", len(self.sessions))
+            return None
+        session_id = uuid4().hex
+        store = (
+            SessionScopedEventStore(self.event_store, session_id) if self.event_store is not None else None
+        )
+        session = Session(session_id, _requestor(request.scope), self.json_response, store, self.retry_ms)
+        self.sessions[session_id] = session
+        await self._task_group.start(self._serve_session, session)
+        return session
+
+    async def _serve_session(self, session: Session, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """The session's protocol loop: the SDK's dispatcher, fed by POSTs, writing to ``session``."""
+        await self._emit("on_session_start", session.id)
+        try:
+            with session.scope:
+                task_status.started()
+                await serve_loop(
+                    self.server,
+                    session.inbox,
+                    session,
+                    lifespan_state=self.lifespan_state(),
+                    session_id=session.id,
+                )
+        except Exception:
+            logger.exception("session %s crashed", session.id)
+        finally:
+            self._terminate(session)
+            session.close_all()  # after the loop: its last answers (connection closed) are routed first
+            with anyio.CancelScope(shield=True):
+                await self._emit("on_session_stop", session.id)
+
+    def _terminate(self, session: Session) -> None:
+        """End ``session``: later requests get 404, its loop and open streams stop."""
+        if session.terminated:
+            return
+        session.terminated = True
+        self.sessions.pop(session.id, None)
+        session.scope.cancel()
+
+    async def _reap_idle(self) -> None:
+        """End sessions with nothing in flight and no open stream for ``idle_timeout`` seconds."""
+        assert self.idle_timeout is not None
+        timeout = self.idle_timeout
+        while True:
+            await anyio.sleep(min(timeout / 4, 30.0))
+            now = time.monotonic()
+            for session in list(self.sessions.values()):
+                if session.in_flight == 0 and now - session.idle_since > timeout:
+                    logger.info("session %s idle timeout", session.id)
+                    self._terminate(session)
+
+    async def _emit(self, hook: str, session_id: str) -> None:
+        """Fire a session hook through the kernel that serves this app, if there is one."""
+        if self.serving is None:
+            return
+        from toolkernel.events import SessionEvent
+
+        event = SessionEvent(server=self.serving.server, transport="http", session_id=session_id)
+        await self.serving.kernel.emit(hook, event=event)
+
+
+async def _start_sse(send: Send, session: Session) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *session.headers]})
+
+
+def _related_request(item: SessionMessage) -> Any:
+    """The id of the request an outgoing message belongs to, if the dispatcher said."""
+    metadata = item.metadata
+    return metadata.related_request_id if isinstance(metadata, ServerMessageMetadata) else None
+
+
+async def _until_disconnected(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+def _requestor(scope: Scope) -> AuthorizationContext | None:
+    user = scope.get("user")
+    return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
