@@ -237,6 +237,9 @@ def test_bad_options_name_the_field() -> None:
         create_store()
     with pytest.raises(ConfigError, match="pool_min_size"):
         create_store(dsn="postgresql:///x", pool_min_size=5, pool_max_size=2)
+    for bad in ("lots", "0MB", "1 GiB", "1GB; DROP TABLE x"):
+        with pytest.raises(ConfigError, match="build_memory"):
+            create_store(dsn="postgresql:///x", build_memory=bad)
 
 
 @pytest.mark.anyio
@@ -314,6 +317,24 @@ async def test_query_is_one_statement_once_the_connection_holds_its_settings(
             conn.execute = real_execute  # type: ignore[method-assign]
             cur = await conn.execute("SHOW hnsw.ef_search")
             assert (await cur.fetchone()) == ("77",)
+    finally:
+        await store.delete_index("docs")
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_build_memory_applies_to_the_bulk_build_transaction_only(postgres: PostgresService) -> None:
+    store = create_store(dsn=postgres.uri, schema="buildmem", build_memory="96MB", pool_max_size=1)
+    try:
+        await store.create_index("docs", DIM, "cosine")
+        data = _vectors(1_000, seed=7)
+        await store.upsert("docs", [f"m{i}" for i in range(1_000)], data)  # bulk: rebuilds the index
+        await store.reindex("docs")
+        assert (await store.query("docs", data[3], top_k=1))[0].id == "m3"
+        pool = await store._get_pool()
+        async with pool.connection() as conn:  # set_config(..., true): nothing leaks to the session
+            cur = await conn.execute("SHOW maintenance_work_mem")
+            assert (await cur.fetchone()) != ("96MB",)
     finally:
         await store.delete_index("docs")
         await store.aclose()

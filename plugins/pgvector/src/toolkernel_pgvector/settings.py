@@ -32,6 +32,14 @@ class PgVectorSettings(BaseModel):
     ivfflat_probes: int | None = Field(
         None, ge=1, le=32768, description="Lists probed when a query sets no probes; sqrt(lists) if unset."
     )
+    build_memory: str | None = Field(
+        None,
+        pattern=r"^[1-9][0-9]*\s*(kB|MB|GB|TB)$",
+        description=(
+            "maintenance_work_mem for the transactions that build an ANN index (bulk loads, reindex), "
+            "e.g. '1GB'; the server's setting if unset. An HNSW build outgrowing it is several times slower."
+        ),
+    )
     create_extension: bool = True
     pool_min_size: int = Field(1, ge=0)
     pool_max_size: int = Field(10, ge=1)

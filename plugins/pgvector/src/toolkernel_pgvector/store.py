@@ -252,6 +252,13 @@ class PgVectorStore:
                 [name, table_name, dimension, metric, self.options.index_type],
             )
 
+    async def _build_memory(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Give this transaction's index builds ``build_memory`` (``maintenance_work_mem``), if set."""
+        if self.options.build_memory is not None:
+            await conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, true)", [self.options.build_memory]
+            )
+
     def _ann_index_sql(self, table_name: str, metric: str, index_type: str) -> sql.Composed | None:
         """``CREATE INDEX`` of ``index_type`` on ``table_name`` (``None`` for exact search)."""
         table = sql.Identifier(self.options.schema_, table_name)
@@ -277,6 +284,7 @@ class PgVectorStore:
         """Rebuild ``name``'s ANN index from its current rows (IVFFlat learns its lists from the data)."""
         async with self._connection() as conn:
             table = await self._table(conn, name)
+            await self._build_memory(conn)
             await conn.execute(sql.SQL("REINDEX TABLE {}").format(table.ident))
 
     async def describe_index(self, name: str) -> IndexInfo:
@@ -357,6 +365,7 @@ class PgVectorStore:
                 ).format(table.ident)
             )
             if rebuild is not None:
+                await self._build_memory(conn)
                 await conn.execute(rebuild)
 
     async def query(
