@@ -654,3 +654,19 @@ def test_duplicate_definitions_are_config_errors():
     server.add_prompt(Prompt("p", lambda: "p", version="1"))
     with pytest.raises(ConfigError, match=r"prompt 'p@1' is defined twice"):
         server.add_prompt(Prompt("p", lambda: "p", version="1"))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_close_sse_stream_is_a_no_op_without_http(kernel, mode):
+    """Off Streamable HTTP there is no response stream to end: the call says so and goes on."""
+    server = MCPServer("polling", kernel=kernel)
+
+    @server.tool
+    async def poll(ctx: ToolContext) -> str:
+        """Try to end the response early."""
+        return f"closed={await ctx.close_sse_stream()}"
+
+    async with connect_in_memory(server, mode=mode) as client:
+        result = await client.call_tool("poll", {})
+    assert result.content[0].text == "closed=False"

@@ -206,11 +206,7 @@ def test_error_handling() -> str:
 async def test_reconnection(ctx: ToolContext) -> str:
     """Tests SSE polling by closing the response stream mid-call (SEP-1699)."""
     await ctx.info("Before disconnect")
-    # ToolContext has no public close_sse_stream yet: the SDK request context carries it.
-    request: Any = ctx._request
-    close = getattr(request, "close_sse_stream", None)
-    if close is not None:
-        await close()
+    await ctx.close_sse_stream()
     await asyncio.sleep(0.2)
     await ctx.info("After reconnect")
     return "Reconnection test completed"

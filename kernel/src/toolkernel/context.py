@@ -161,6 +161,20 @@ class ToolContext:
 
     # -- back-channel ---------------------------------------------------------------
 
+    async def close_sse_stream(self) -> bool:
+        """End this call's SSE response now; the client reconnects and is sent the rest (SSE polling).
+
+        For long calls over Streamable HTTP: the events sent meanwhile are stored and
+        replayed when the client comes back with ``Last-Event-ID``. Only possible for a
+        stateful, resumable session whose client speaks 2025-11-25 or later (it knows to
+        come back); returns ``False``, doing nothing, anywhere else.
+        """
+        close = getattr(self._request, "close_sse_stream", None)
+        if close is None:
+            return False
+        await close()
+        return True
+
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress; a no-op when the client sent no progress token."""
         if (
