@@ -253,3 +253,51 @@ def test_serve_loop_uvloop_when_missing_is_a_config_error(capsys, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", without_uvloop)
     assert main(["serve", ECHO_TARGET, "--loop", "uvloop"]) == 2
     assert "--loop uvloop: uvloop is not installed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--header", "X-A: 1"], "--header applies to a URL server, not to a command line"),
+        (["--env", "NO_EQUALS"], "--env 'NO_EQUALS': expected NAME=VALUE"),
+        (["--env", "=value"], "--env '=value': expected NAME=VALUE"),
+    ],
+)
+def test_bad_header_or_env_for_a_command_exits_2(extra, message, capsys):
+    assert main(["call", ECHO_COMMAND, "echo", *extra]) == 2
+    assert capsys.readouterr().err == f"toolkernel: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--env", "A=1"], "--env applies to a command-line server, not to a URL"),
+        (["--header", "no colon"], "--header 'no colon': expected NAME:VALUE"),
+    ],
+)
+def test_bad_header_or_env_for_a_url_exits_2(extra, message, capsys):
+    assert main(["inspect", "http://127.0.0.1:9/mcp", *extra]) == 2
+    assert capsys.readouterr().err == f"toolkernel: error: {message}\n"
+
+
+ENV_SERVER = '''
+import os
+
+from toolkernel import MCPServer
+
+app = MCPServer("env")
+
+
+@app.tool
+def read_env(name: str) -> str:
+    """The value of environment variable ``name``."""
+    return os.environ.get(name, "<unset>")
+'''
+
+
+def test_call_passes_env_to_a_command_line_server(tmp_path, capsys):
+    (tmp_path / "env_server.py").write_text(ENV_SERVER)
+    serve = f"{sys.executable} -m toolkernel serve {tmp_path / 'env_server.py'}:app"
+    args = ["call", serve, "read_env", "--args", '{"name": "TK_CLI_VALUE"}', "--env", "TK_CLI_VALUE=a=b c"]
+    assert main(args) == 0
+    assert capsys.readouterr().out == "a=b c\n"

@@ -115,6 +115,20 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before giving up (default 30)")
     parser.add_argument("--mode", default="auto", help="protocol era: auto, legacy or 2026-07-28")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="HTTP header to send to a URL server, e.g. 'Authorization: Bearer TOKEN' (repeatable)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment variable for a command-line server (repeatable)",
+    )
 
 
 def _inspect_args(parser: argparse.ArgumentParser) -> None:
@@ -139,10 +153,14 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
     if not args.server.strip():
         raise ConfigError("SERVER is empty: give a URL or a command line")
     if "://" in args.server:
-        server: dict[str, Any] = {"url": args.server}
+        if args.env:
+            raise ConfigError("--env applies to a command-line server, not to a URL")
+        server: dict[str, Any] = {"url": args.server, "headers": _pairs(args.header, ":", "--header")}
     else:
+        if args.header:
+            raise ConfigError("--header applies to a URL server, not to a command line")
         argv = shlex.split(args.server)
-        server = {"command": argv[0], "args": argv[1:]}
+        server = {"command": argv[0], "args": argv[1:], "env": _pairs(args.env, "=", "--env")}
     server.update(protocol=args.mode, timeout=args.timeout, connect_timeout=args.timeout)
     config = {
         "id": f"cli-{id(args)}",
@@ -152,6 +170,19 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         "policy": {"stdio_restart": {"max_attempts": 0}, "http_reconnect": {"max_attempts": 0}},
     }
     return MCPClient(config, kernel=kernel, persist=False)
+
+
+def _pairs(items: list[str], separator: str, option: str) -> dict[str, str]:
+    """``NAME<separator>VALUE`` strings as a dict, or a ConfigError naming the bad one."""
+    from toolkernel.errors import ConfigError
+
+    pairs = {}
+    for item in items:
+        name, found, value = item.partition(separator)
+        if not found or not name.strip():
+            raise ConfigError(f"{option} {item!r}: expected NAME{separator}VALUE")
+        pairs[name.strip()] = value.strip() if separator == ":" else value
+    return pairs
 
 
 async def _inspect(args: argparse.Namespace, kernel: Kernel) -> int:
