@@ -11,7 +11,7 @@ import anyio
 import httpx
 import pytest
 
-from toolkernel import Kernel, MCPServer
+from toolkernel import Kernel, MCPServer, ToolContext
 from toolkernel_http import asgi_app
 
 from .conftest import serving
@@ -34,6 +34,11 @@ def _server() -> MCPServer:
         """Sleep, then say so."""
         await anyio.sleep(seconds)
         return "waited"
+
+    @server.tool
+    async def poll(ctx: ToolContext) -> str:
+        """Try to end the response early (SSE polling)."""
+        return f"closed={await ctx.close_sse_stream()}"
 
     return server
 
@@ -247,3 +252,18 @@ async def test_a_session_answers_only_the_credential_that_opened_it() -> None:
             assert stolen.status_code == 404
             assert (await alice.delete(url, headers=mallory)).status_code == 404
             assert (await _answer(alice, url, headers, _call(2, "echo", {"text": "mine"})))["result"]
+
+
+async def test_json_mode_has_no_stream_to_close() -> None:
+    """In JSON-response mode a 2025-11-25 client gets its answer; the tool learns there was no stream."""
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(_server(), json_response=True)) as base,
+            httpx.AsyncClient(timeout=30) as http,
+        ):
+            url = f"{base}/mcp"
+            headers = await _open(http, url, version="2025-11-25")
+            response = await http.post(url, json=_call(1, "poll", {}), headers=headers)
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("application/json")
+            assert json.loads(response.content)["result"]["content"][0]["text"] == "closed=False"

@@ -289,9 +289,11 @@ class Session:
     async def close_stream(self, stream: str) -> None:
         """End ``stream``'s open response (the client reconnects and replays: SSE polling)."""
         async with self.lock:
-            sink = self.sinks.pop(stream, None)
-        if isinstance(sink, _Sink):
-            await sink.end()
+            sink = self.sinks.get(stream)
+            if not isinstance(sink, _Sink):
+                return
+            del self.sinks[stream]
+        await sink.end()
 
     async def prime(self, stream: str, version: str) -> bytes | None:
         """The priming event for a new response on ``stream``, stored; ``None`` before 2025-11-25."""
@@ -479,8 +481,9 @@ class SessionTable:
             await session.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
 
         closers: dict[str, Callable[[], Awaitable[None]]] = {}
-        if session.event_store is not None and is_version_at_least(version, "2025-11-25"):
-            # Only clients that understood the priming event can come back for the rest.
+        resumable = session.event_store is not None and not self.json_response
+        if resumable and is_version_at_least(version, "2025-11-25"):
+            # Only SSE clients that understood the priming event can come back for the rest.
 
             async def close_sse_stream() -> None:
                 await session.close_stream(stream)
