@@ -8,9 +8,11 @@ SDK, so anything built on the SDK's ``Client`` can use it.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -69,6 +71,59 @@ class ServerTransport(Protocol):
 
 
 ServerTransportFactory = Callable[[ServeOptions], ServerTransport]
+
+
+class ReadStreamBase(ABC):
+    """The SDK's read-stream protocol from one method: implement :meth:`receive` (and :meth:`aclose`).
+
+    For transports that hand the SDK messages they read themselves (the stdio pipe, an
+    HTTP session's inbox) rather than through an anyio memory stream.
+    """
+
+    @abstractmethod
+    async def receive(self) -> SessionMessage | Exception:
+        """The next message, or an exception the dispatcher reports; ``anyio.EndOfStream`` at the end."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional: most streams hold nothing
+        """Release what the stream holds; nothing by default."""
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        import anyio
+
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class WriteStreamBase(ABC):
+    """The SDK's write-stream protocol from one method: implement :meth:`send` (and :meth:`aclose`)."""
+
+    @abstractmethod
+    async def send(self, item: SessionMessage, /) -> None:
+        """Deliver one outgoing message."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional: most streams hold nothing
+        """Flush and release; nothing by default."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
 
 class ClientTransportOptions(BaseModel):

@@ -13,14 +13,14 @@ import shlex
 import stat
 import sys
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
 from toolkernel.errors import ConfigError
+from toolkernel.transports import ReadStreamBase, WriteStreamBase
 
 if TYPE_CHECKING:
     from toolkernel.transports import ClientTransportOptions, ServeOptions, ServingApp, TransportStreams
@@ -31,7 +31,7 @@ _HIGH_WATER = 1024 * 1024
 _EXIT_GRACE_S = 2.0
 
 
-class LineReadStream:
+class LineReadStream(ReadStreamBase):
     """Reads one JSON-RPC message per line; malformed lines come through as exceptions.
 
     With ``reply`` (the server side), a malformed line is instead answered on ``reply``
@@ -79,28 +79,8 @@ class LineReadStream:
             except asyncio.IncompleteReadError:
                 return
 
-    def __aiter__(self) -> Self:
-        return self
 
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        """Nothing to release: the pipe's owner closes it."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-class LineWriteStream:
+class LineWriteStream(WriteStreamBase):
     """Writes one JSON-RPC message per line, waiting only when the pipe is backed up.
 
     Messages sent in the same event-loop turn go out in one write: under pipelined load
@@ -133,14 +113,6 @@ class LineWriteStream:
         self._flush()
         if not self._transport.is_closing():
             self._transport.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 async def _pipe_streams(read_fd: int, write_fd: int) -> tuple[LineReadStream, LineWriteStream]:

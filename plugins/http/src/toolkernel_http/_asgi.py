@@ -12,7 +12,6 @@ can run.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -34,6 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
+from toolkernel_http._responses import send_error
 from toolkernel_http._sessions import SessionTable
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ class _StreamableEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.state.started:
-            await _error(
+            await send_error(
                 send,
                 500,
                 "toolkernel-http app is not started: run its lifespan "
@@ -194,7 +194,7 @@ class _StreamableEndpoint:
         if version is not None:
             body = await _fastpath.read_body(receive, self.max_body_bytes)
             if body is None:
-                await _error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
+                await send_error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
                 return
             request = _fastpath.parse(body)
             if request is not None:
@@ -317,20 +317,20 @@ class _Guard:
             return
         headers = Headers(scope=scope)
         if self.hosts is not None and not _matches(headers.get("host", ""), self.hosts):
-            await _error(send, 421, "Misdirected Request: Host header not allowed")
+            await send_error(send, 421, "Misdirected Request: Host header not allowed")
             return
         origin = headers.get("origin")
         if origin is not None and self.origins is not None and not _matches(origin, self.origins):
-            await _error(send, 403, "Forbidden: Origin not allowed")
+            await send_error(send, 403, "Forbidden: Origin not allowed")
             return
         if scope["method"] == "POST":
             content_type = headers.get("content-type", "").split(";")[0].strip().lower()
             if content_type != "application/json":
-                await _error(send, 415, "Unsupported Media Type: Content-Type must be application/json")
+                await send_error(send, 415, "Unsupported Media Type: Content-Type must be application/json")
                 return
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                await _error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
+                await send_error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
                 return
         await self.app(scope, receive, send)
 
@@ -362,7 +362,9 @@ class _JSONRPCErrors:
                 text = body.decode("utf-8", "replace").strip() or "Request refused"
                 status = held["status"]
                 extra = [(k, v) for k, v in held.get("headers", []) if k.lower() not in _REPLACED_HEADERS]
-                await _error(send, status, text, INTERNAL_ERROR if status >= 500 else INVALID_REQUEST, extra)
+                await send_error(
+                    send, status, text, INTERNAL_ERROR if status >= 500 else INVALID_REQUEST, extra
+                )
                 held = None
                 return
             await send(message)
@@ -371,26 +373,3 @@ class _JSONRPCErrors:
 
 
 _REPLACED_HEADERS = (b"content-type", b"content-length")
-
-
-async def _error(
-    send: Send,
-    status: int,
-    message: str,
-    code: int = INVALID_REQUEST,
-    headers: Sequence[tuple[bytes, bytes]] = (),
-) -> None:
-    """Send a complete HTTP response whose body is a JSON-RPC error with no id."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -41,6 +41,8 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from toolkernel_http._responses import send_json
+
 logger = logging.getLogger("toolkernel.http")
 
 
@@ -131,15 +133,7 @@ async def serve(
             logger.exception("handler for %r raised", request.method)
             error = ErrorData(code=0, message=str(exc))
         reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
-    body = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, 200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode())
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

@@ -23,8 +23,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 import anyio
@@ -54,8 +53,10 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from toolkernel.transports import ReadStreamBase, WriteStreamBase
 from toolkernel_http._events import SessionScopedEventStore
 from toolkernel_http._fastpath import read_body
+from toolkernel_http._responses import send_error, send_json
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -73,31 +74,6 @@ _SSE_HEADERS = [
     (b"connection", b"keep-alive"),
 ]
 _INBOX_BUFFER = 32
-
-
-async def send_error(
-    send: Send, status: int, message: str, code: int, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    """A complete response whose body is a JSON-RPC error with no id."""
-    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message)).model_dump_json(
-        by_alias=True, exclude_unset=True
-    )
-    await _send_json(send, status, body.encode(), headers or [])
-
-
-async def _send_json(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 def _event(message: JSONRPCMessage | None, event_id: str | None, retry_ms: int | None = None) -> bytes:
@@ -154,7 +130,7 @@ class _JSONSink:
         self.closed.set()
 
 
-class _Inbox:
+class _Inbox(ReadStreamBase):
     """The session's read stream: messages from POSTs, each with the context it was sent from.
 
     The dispatcher runs a request's handler in ``last_context`` (as with the SDK's
@@ -174,26 +150,9 @@ class _Inbox:
         self.last_context, item = await self._receive.receive()
         return item
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
     async def aclose(self) -> None:
         self._send.close()
         self._receive.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class SessionGone(Exception):
@@ -201,7 +160,7 @@ class SessionGone(Exception):
 
 
 @dataclass(eq=False)
-class Session:
+class Session(WriteStreamBase):
     """One stateful session: its dispatcher's inbox, where each stream's events go, its event store."""
 
     id: str
@@ -258,17 +217,6 @@ class Session:
                 await sink.write(_event(message, event_id), last=final)
                 if sink.closed.is_set():
                     self.sinks.pop(stream, None)
-
-    async def aclose(self) -> None:
-        """The dispatcher is done writing (the session is ending)."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        return None
 
     # -- streams ------------------------------------------------------------------------------
 
@@ -372,7 +320,7 @@ class SessionTable:
                 await self._get(request, session, send)
             else:
                 self._terminate(session)
-                await _send_json(send, 200, b"", session.headers)
+                await send_json(send, 200, b"", session.headers)
         else:
             await send_error(send, 405, "Method Not Allowed", -32600, [(b"allow", b"GET, POST, DELETE")])
 
@@ -419,7 +367,7 @@ class SessionTable:
             except SessionGone:
                 await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
                 return
-            await _send_json(send, 202, b"", session.headers)
+            await send_json(send, 202, b"", session.headers)
             return
         version = (
             str((message.params or {}).get("protocolVersion", DEFAULT_NEGOTIATED_VERSION))
@@ -454,12 +402,10 @@ class SessionTable:
                 await send_error(send, 500, "Session terminated before the request completed", INTERNAL_ERROR)
             else:
                 body = waiter.answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
-                await _send_json(send, 200, body, session.headers)
+                await send_json(send, 200, body, session.headers)
             return
         priming = await session.prime(stream, version)
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *session.headers]}
-        )
+        await _start_sse(send, session)
         sink = _Sink(send)
         if priming is not None:
             await sink.write(priming)
@@ -515,9 +461,7 @@ class SessionTable:
                 send, 409, "Conflict: Only one SSE stream is allowed per session", -32600, session.headers
             )
             return
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *session.headers]}
-        )
+        await _start_sse(send, session)
         sink = _Sink(send)
         if last_event_id is None:
             session.attach(GET_STREAM, sink)
