@@ -267,3 +267,18 @@ async def test_json_mode_has_no_stream_to_close() -> None:
             assert response.status_code == 200
             assert response.headers["content-type"].startswith("application/json")
             assert json.loads(response.content)["result"]["content"][0]["text"] == "closed=False"
+
+
+async def test_without_an_event_store_last_event_id_opens_the_plain_stream() -> None:
+    """Nothing is stored to replay, so ``Last-Event-ID`` is ignored: the GET is the session's stream."""
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(_server(), resumable=False)) as base,
+            httpx.AsyncClient(timeout=30) as http,
+        ):
+            url = f"{base}/mcp"
+            headers = await _open(http, url, version="2025-11-25")
+            get = {"accept": "text/event-stream", "mcp-session-id": headers["mcp-session-id"]}
+            async with http.stream("GET", url, headers={**get, "last-event-id": "17"}) as stream:
+                assert stream.status_code == 200
+                assert (await http.get(url, headers=get)).status_code == 409

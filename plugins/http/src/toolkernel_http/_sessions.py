@@ -454,7 +454,8 @@ class SessionTable:
         if not check_accept_headers(request)[1]:
             await send_error(send, 406, "Not Acceptable: Client must accept text/event-stream", -32600)
             return
-        last_event_id = request.headers.get("last-event-id")
+        # Without an event store there is nothing to replay: the header is ignored.
+        last_event_id = request.headers.get("last-event-id") if session.event_store is not None else None
         version = request.headers.get("mcp-protocol-version", DEFAULT_NEGOTIATED_VERSION)
         if last_event_id is None and GET_STREAM in session.sinks:
             await send_error(
@@ -486,8 +487,7 @@ class SessionTable:
 
     async def _resume(self, session: Session, sink: _Sink, last_event_id: str, version: str) -> bool:
         """Replay what came after ``last_event_id``; keep ``sink`` open if its stream is still live."""
-        if session.event_store is None:
-            return False
+        assert session.event_store is not None
 
         async def replay(event: Any) -> None:
             await sink.write(_event(event.message, event.event_id))
