@@ -338,3 +338,20 @@ async def test_build_memory_applies_to_the_bulk_build_transaction_only(postgres:
     finally:
         await store.delete_index("docs")
         await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_unfiltered_query_iterates_when_a_plain_scan_comes_up_short(hnsw_store: PgVectorStore) -> None:
+    """Without a filter the plain HNSW scan runs first; dead rows it returns make the query iterate."""
+    store = hnsw_store
+    await store.create_index("dead", DIM, "cosine")
+    try:
+        data = _vectors(400, seed=8)
+        await store.upsert("dead", [f"d{i}" for i in range(400)], data)
+        await store.delete("dead", ids=[f"d{i}" for i in range(380)])  # no VACUUM: the graph keeps them
+        hits = await store.query("dead", data[0], top_k=15)
+        assert len(hits) == 15
+        assert {h.id for h in hits} <= {f"d{i}" for i in range(380, 400)}
+        assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    finally:
+        await store.delete_index("dead")

@@ -387,17 +387,21 @@ class PgVectorStore:
         table = await self._cached_table(index)
         check_top_k(top_k)
         opts = _query_options(check_options(self.name, options, QUERY_OPTIONS))
-        condition, params = where_clause(self._parse(filter))
+        parsed = self._parse(filter)
+        condition, params = where_clause(parsed)
         for attempt in range(2):
             query_vector = Vector(check_vector(vector, table.dimension, "vector"))
+            statement = self._search_statement(table, condition, include_vectors)
+            args = [query_vector, *params, top_k]
             try:
-                async with self._connection(transaction=False) as conn:
-                    await self._tune_search(conn, self._search_settings(table, top_k, opts))
-                    cur = await conn.execute(
-                        self._search_statement(table, condition, include_vectors),
-                        [query_vector, *params, top_k],
+                # A filter needs an iterative scan to keep top_k hits. Without one, a plain scan
+                # yields ef_search (>= top_k) rows and costs less; only if it comes up short
+                # (a tiny index, many dead rows, an ef below top_k) does the query iterate.
+                rows = await self._search(statement, args, self._search_settings(table, top_k, opts, parsed))
+                if parsed is None and len(rows) < top_k and table.index_type != "exact":
+                    rows = await self._search(
+                        statement, args, self._search_settings(table, top_k, opts, True)
                     )
-                    rows = await cur.fetchall()
                 break
             except VectorStoreError as exc:
                 stale = isinstance(exc.__cause__, errors.UndefinedTable | errors.DataException)
@@ -451,20 +455,47 @@ class PgVectorStore:
             return self._statements[key]
         return statement
 
-    def _search_settings(self, table: _Table, top_k: int, opts: dict[str, Any]) -> dict[str, str]:
-        """The HNSW / IVFFlat search parameters a query on ``table`` runs with."""
+    async def _search(
+        self, statement: sql.Composed | bytes, args: list[Any], settings: dict[str, str]
+    ) -> list[Any]:
+        """Run a search on a pooled connection given ``settings``; errors become :class:`VectorStoreError`.
+
+        Takes and returns the connection itself (the pool's context managers cost a query
+        ~20 µs more); a connection left broken or mid-transaction is the pool's to discard.
+        """
+        pool = await self._get_pool()
+        try:
+            conn = await pool.getconn()
+        except PoolTimeout as exc:
+            raise VectorStoreError(
+                f"vector store 'pgvector': no connection free within {self.options.pool_timeout}s "
+                "(raise pool_max_size or pool_timeout)"
+            ) from exc
+        try:
+            await self._tune_search(conn, settings)
+            cur = await conn.execute(statement, args)
+            return await cur.fetchall()
+        except psycopg.Error as exc:
+            raise VectorStoreError(f"vector store 'pgvector': {type(exc).__name__}: {exc}") from exc
+        finally:
+            await pool.putconn(conn)
+
+    def _search_settings(
+        self, table: _Table, top_k: int, opts: dict[str, Any], iterate: object
+    ) -> dict[str, str]:
+        """The HNSW / IVFFlat search parameters of a query on ``table``; iterative scans if ``iterate``."""
         if table.index_type == "hnsw":
-            # An HNSW scan yields at most ef_search rows unless iterating: size it to top_k by default.
+            # A plain HNSW scan yields at most ef_search rows: size it to top_k by default.
             return {
                 "hnsw.ef_search": str(opts.get("ef", min(1000, max(40, 2 * top_k)))),
-                "hnsw.iterative_scan": "strict_order",
+                "hnsw.iterative_scan": "strict_order" if iterate else "off",
             }
         if table.index_type == "ivfflat":
             default = self.options.ivfflat_probes or max(1, round(math.sqrt(self.options.ivfflat_lists)))
-            # Probe further lists until top_k rows match (the query re-sorts what it gets).
+            # Iterating probes further lists until top_k rows match (the query re-sorts what it gets).
             return {
                 "ivfflat.probes": str(opts.get("probes", default)),
-                "ivfflat.iterative_scan": "relaxed_order",
+                "ivfflat.iterative_scan": "relaxed_order" if iterate else "off",
             }
         return {}
 
