@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -342,16 +343,29 @@ async def test_build_memory_applies_to_the_bulk_build_transaction_only(postgres:
 
 @pytest.mark.anyio
 async def test_unfiltered_query_iterates_when_a_plain_scan_comes_up_short(hnsw_store: PgVectorStore) -> None:
-    """Without a filter the plain HNSW scan runs first; dead rows it returns make the query iterate."""
+    """Without a filter a plain HNSW scan runs first; if it yields under top_k rows, the query iterates."""
     store = hnsw_store
-    await store.create_index("dead", DIM, "cosine")
+    await store.create_index("short", DIM, "cosine")
+    scans: list[tuple[str, int]] = []
+    search = store._search
+
+    async def spy(statement: Any, args: list[Any], settings: dict[str, str]) -> list[Any]:
+        rows = await search(statement, args, settings)
+        scans.append((settings["hnsw.iterative_scan"], len(rows)))
+        return rows
+
+    store._search = spy  # type: ignore[method-assign]
     try:
         data = _vectors(400, seed=8)
-        await store.upsert("dead", [f"d{i}" for i in range(400)], data)
-        await store.delete("dead", ids=[f"d{i}" for i in range(380)])  # no VACUUM: the graph keeps them
-        hits = await store.query("dead", data[0], top_k=15)
+        await store.upsert("short", [f"s{i}" for i in range(400)], data)
+        assert len(await store.query("short", data[0], top_k=15)) == 15
+        assert scans == [("off", 15)]  # ef_search 40 >= 15: one plain scan
+        scans.clear()
+        # ef 5 < top_k: the plain scan stops at 5 rows, so the query runs again iterating.
+        hits = await store.query("short", data[0], top_k=15, options={"ef": 5})
+        assert scans == [("off", 5), ("strict_order", 15)]
         assert len(hits) == 15
-        assert {h.id for h in hits} <= {f"d{i}" for i in range(380, 400)}
+        assert hits[0].id == "s0"
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     finally:
-        await store.delete_index("dead")
+        await store.delete_index("short")
