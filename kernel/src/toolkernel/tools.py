@@ -9,6 +9,7 @@ middleware, hooks and tracing around it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -23,6 +24,7 @@ from toolkernel.errors import ConfigError
 
 if TYPE_CHECKING:
     from toolkernel.events import ToolEvent
+    from toolkernel.threads import WorkerThreads
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
 
@@ -125,9 +127,8 @@ class Tool:
                 kwargs[self.context_param] = ctx
         if self.is_async:
             return await self.fn(*args, **kwargs)
-        import anyio.to_thread
-
-        return await anyio.to_thread.run_sync(lambda: self.fn(*args, **kwargs))
+        # Cancelling the call waits for the function to return: it may have effects.
+        return await sync_tool_threads().run(lambda: self.fn(*args, **kwargs), finish_on_cancel=True)
 
     def check_output(self, value: Any) -> tuple[list[Any], Any, dict[str, Any] | None, bool]:
         """Turn a return value into ``(content, structured, meta, is_error)``, enforcing the output schema."""
@@ -394,6 +395,14 @@ def _annotations(value: ToolAnnotations | Mapping[str, Any] | None) -> ToolAnnot
 
 
 _text_type: Any = None
+
+
+@functools.cache
+def sync_tool_threads() -> WorkerThreads:
+    """The threads sync tools run in: at most 40 calls at once, as with ``anyio.to_thread``."""
+    from toolkernel.threads import WorkerThreads
+
+    return WorkerThreads(40, "toolkernel-tool")
 
 
 def text_block(text: str) -> Any:
