@@ -58,7 +58,7 @@ RESULTS = HERE / "results" / "http.json"
 PROTOCOL_VERSION = "2025-06-18"
 MODES = ("stateless-json", "stateful-sse")
 ACCEPT = "application/json, text/event-stream"
-PACKAGES = ("toolkernel", "toolkernel-http", "mcp", "fastmcp", "uvicorn", "starlette", "httpx", "uvloop")
+PACKAGES = ("toolkernel", "toolkernel-http", "mcp", "fastmcp", "uvicorn", "starlette", "uvloop", "httptools")
 
 
 @dataclass(frozen=True)
