@@ -178,7 +178,8 @@ class _StreamableEndpoint:
         self.sessions = sessions
         self.state = state
         self.max_body_bytes = max_body_bytes
-        self.direct = sessions is None and manager.json_response
+        self.direct = sessions is None
+        self.sse = not manager.json_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.state.started:
@@ -190,7 +191,7 @@ class _StreamableEndpoint:
                 INTERNAL_ERROR,
             )
             return
-        version = _fastpath.takes(scope) if self.direct else None
+        version = _fastpath.takes(scope, self.sse) if self.direct else None
         if version is not None:
             body = await _fastpath.read_body(receive, self.max_body_bytes)
             if body is None:
@@ -199,7 +200,9 @@ class _StreamableEndpoint:
             request = _fastpath.parse(body)
             if request is not None:
                 state = self.manager._lifespan_state
-                await _fastpath.serve(self.manager.app, state, request, version, scope, receive, send)
+                await _fastpath.serve(
+                    self.manager.app, state, request, version, self.sse, scope, receive, send
+                )
                 return
             receive = _fastpath.replaying(body, receive)
         if self.sessions is not None and _handshake_era(scope):

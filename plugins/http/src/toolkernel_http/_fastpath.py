@@ -1,21 +1,22 @@
-"""A direct path for stateless, JSON-response requests of the 2025 protocol era.
+"""A direct path for stateless requests of the 2025 protocol era.
 
 For each such POST the SDK's stateless mode builds a whole session transport, a task,
 a JSON-RPC dispatcher and memory streams, and tears them down again: most of the
-per-request cost. The request needs none of it: there is no session, no back-channel
-(``can_send_request`` is false) and no wire for notifications in JSON mode. This module
-answers it the way the SDK answers a 2026-07-28 request: the server's handler chain
-(``serve_one``, middleware included) runs once in the ASGI task and its result is the
-JSON body. Replies match the SDK's stateless JSON mode: HTTP 200, the JSON-RPC result
-or error. Anything else (``initialize``, notifications, batches, malformed bodies,
-2026-07-28 requests) goes to the SDK unchanged.
+per-request cost. The request needs none of it: there is no session and no back-channel
+(``can_send_request`` is false). This module answers it the way the SDK answers a
+2026-07-28 request: the server's handler chain (``serve_one``, middleware included) runs
+once in the ASGI task. In JSON mode its result is the body; in SSE mode the request's
+notifications (progress, log messages) are events ahead of the answer. Replies match
+the SDK's stateless modes: HTTP 200, the JSON-RPC result or error. Anything else
+(``initialize``, notifications, batches, malformed bodies, 2026-07-28 requests) goes to
+the SDK unchanged.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,15 +26,18 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.runner import serve_one
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
-from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
 from mcp.shared.message import MessageMetadata, ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     ErrorData,
     JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
+    ProgressToken,
     RequestId,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -47,12 +51,19 @@ logger = logging.getLogger("toolkernel.http")
 
 
 @dataclass
-class _JSONExchange:
-    """The dispatch context of one stateless JSON-mode request: no back-channel, notifications dropped."""
+class _Exchange:
+    """The dispatch context of one stateless request: no back-channel for requests.
+
+    With ``events`` (SSE responses) notifications tied to the request, progress and log
+    messages, are written to the response ahead of the answer; a JSON body carries only
+    the answer, so without ``events`` they are dropped (as in the SDK's JSON mode).
+    """
 
     transport: TransportContext
     request_id: RequestId
     message_metadata: MessageMetadata
+    events: Callable[[JSONRPCNotification], Awaitable[None]] | None = None
+    progress_token: ProgressToken | None = None
     cancel_requested: anyio.Event = field(default_factory=anyio.Event)
     can_send_request: bool = False
 
@@ -65,18 +76,31 @@ class _JSONExchange:
     async def notify(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> None:
-        """Drop: a JSON body carries only the response (as in the SDK's JSON mode)."""
+        """Write the notification to an SSE response; drop it from a JSON one."""
+        if self.events is not None:
+            await self.events(JSONRPCNotification(jsonrpc="2.0", method=method, params=params))
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Drop, for the same reason as :meth:`notify`."""
+        """Report progress when the client sent a progress token (and the response is SSE)."""
+        if self.progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.notify("notifications/progress", params)
 
 
-def takes(scope: Scope) -> str | None:
-    """The protocol version to serve ``scope`` at on the direct path, or ``None`` to leave it to the SDK."""
+def takes(scope: Scope, sse: bool) -> str | None:
+    """The protocol version to serve ``scope`` at on the direct path, or ``None`` to leave it to the SDK.
+
+    ``sse``: the app answers with SSE streams, so the client must accept them too.
+    """
     if scope["method"] != "POST":
         return None
     version: str | None = None
-    accepts_json = False
+    accepts = False
     for key, value in scope["headers"]:
         if key == b"mcp-protocol-version":
             version = value.decode("latin-1")
@@ -84,8 +108,10 @@ def takes(scope: Scope) -> str | None:
             return None
         elif key == b"accept":
             accept = value.decode("latin-1").lower()
-            accepts_json = any(t in accept for t in ("application/json", "application/*", "*/*"))
-    if not accepts_json or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+            accepts = any(t in accept for t in ("application/json", "application/*", "*/*")) and (
+                not sse or any(t in accept for t in ("text/event-stream", "text/*", "*/*"))
+            )
+    if not accepts or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
         return None
     return version or DEFAULT_NEGOTIATED_VERSION
 
@@ -109,17 +135,26 @@ async def serve(
     lifespan_state: Any,
     request: JSONRPCRequest,
     version: str,
+    sse: bool,
     scope: Scope,
     receive: Receive,
     send: Send,
 ) -> None:
-    """Run ``request`` through the server's handler chain and answer with one JSON body."""
+    """Run ``request`` through the server's handler chain; answer with one JSON body or an SSE stream."""
     http_request = Request(scope, receive)
-    dctx = _JSONExchange(
+    dctx = _Exchange(
         transport=TransportContext(kind="streamable-http", can_send_request=False),
         request_id=request.id,
         message_metadata=ServerMessageMetadata(request_context=http_request, can_send_request=False),
+        progress_token=progress_token_from_params(request.params),
     )
+    if sse:
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+
+        async def event(message: JSONRPCNotification) -> None:
+            await send({"type": "http.response.body", "body": _sse_event(message), "more_body": True})
+
+        dctx.events = event
     connection = Connection.from_envelope(version, None, None)
     reply: JSONRPCResponse | JSONRPCError
     try:
@@ -133,7 +168,19 @@ async def serve(
             logger.exception("handler for %r raised", request.method)
             error = ErrorData(code=0, message=str(exc))
         reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
-    await send_json(send, 200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode())
+    if sse:
+        await send({"type": "http.response.body", "body": _sse_event(reply), "more_body": False})
+    else:
+        await send_json(send, 200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode())
+
+
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache, no-transform")]
+
+
+def _sse_event(message: JSONRPCMessage) -> bytes:
+    return (
+        b"event: message\ndata: %s\n\n" % message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    )
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:
