@@ -1,12 +1,17 @@
-"""The command line against a real HTTP server process: ``serve --transport http`` and ``call --header``."""
+"""A real ``toolkernel serve --transport http`` process: ``call --header`` against it, and how it stops."""
 
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from toolkernel.cli import main
@@ -25,8 +30,8 @@ def header(name: str, ctx: ToolContext) -> str:
 
 
 @pytest.fixture
-def http_server(tmp_path: Path):
-    """``toolkernel serve --transport http --port 0`` in its own process; yields its URL."""
+def served(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``toolkernel serve --transport http --port 0`` in its own process; yields its URL and the process."""
     (tmp_path / "header_server.py").write_text(HEADER_SERVER)
     command = [sys.executable, "-m", "toolkernel", "serve", f"{tmp_path / 'header_server.py'}:app"]
     proc = subprocess.Popen(
@@ -41,10 +46,15 @@ def http_server(tmp_path: Path):
                 url = found.group(1)
                 break
         assert url is not None, "the server never said where it listens"
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def http_server(served: tuple[str, subprocess.Popen[str]]) -> str:
+    return served[0]
 
 
 @pytest.mark.timeout(120)
@@ -55,3 +65,43 @@ def test_call_sends_headers_to_a_url_server(
     args = ["call", http_server, "header", "--args", '{"name": "x-tenant"}', "--header", "X-Tenant:  acme "]
     assert main([*args, "--mode", mode]) == 0
     assert capsys.readouterr().out == "acme\n"
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_does_not_wait_for_open_get_streams(served: tuple[str, subprocess.Popen[str]]) -> None:
+    """A client holding its session's GET stream open must not hold up the server's stop."""
+    url, proc = served
+    accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    with httpx.Client(timeout=30) as client:
+        session = client.post(url, json=init, headers=accept).headers["mcp-session-id"]
+        headers = {**accept, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        opened = threading.Event()
+
+        def hold() -> None:
+            get = {"accept": "text/event-stream", "mcp-session-id": session}
+            with client.stream("GET", url, headers=get) as stream:
+                opened.set()
+                for _ in stream.iter_bytes():
+                    pass
+
+        holder = threading.Thread(target=hold, daemon=True)
+        holder.start()
+        assert opened.wait(10)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        stopped_after = time.monotonic() - started
+        holder.join(10)
+    assert stopped_after < 2.5, f"stopping took {stopped_after:.1f} s (the grace period is 5 s)"
+    assert not holder.is_alive(), "the GET stream was not ended"

@@ -53,6 +53,15 @@ class MCPHTTPApp(Starlette):
     sessions: SessionTable | None
     options: HTTPServerOptions
 
+    def end_streams(self) -> None:
+        """End open GET streams now, so a stopping server need not wait out their clients.
+
+        ``toolkernel serve`` calls this when uvicorn begins to shut down; an application
+        that mounts the app can call it from its own shutdown.
+        """
+        if self.sessions is not None:
+            self.sessions.end_streams()
+
     @contextlib.asynccontextmanager
     async def lifespan(self, _parent: Any = None) -> AsyncIterator[None]:
         """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting."""

@@ -15,6 +15,7 @@ from toolkernel_http._options import HTTPServerOptions
 
 if TYPE_CHECKING:
     from toolkernel.transports import ServeOptions, ServingApp
+    from toolkernel_http._asgi import MCPHTTPApp
 
 
 class HTTPServerTransport:
@@ -49,7 +50,7 @@ class HTTPServerTransport:
             lifespan="on",
             timeout_graceful_shutdown=int(self.http_options.shutdown_grace_s),
         )
-        server = uvicorn.Server(config)
+        server = _uvicorn_server(config, asgi)
         finished = anyio.Event()
 
         async def run() -> None:
@@ -91,6 +92,23 @@ class LegacySSEServerTransport(HTTPServerTransport):
 
     name = "sse"
     streamable = False
+
+
+def _uvicorn_server(config: Any, app: MCPHTTPApp) -> Any:
+    """uvicorn's server, ending the app's open GET streams as soon as it starts shutting down.
+
+    uvicorn waits for open connections before it runs the lifespan's shutdown; a client
+    holding a session's GET stream would otherwise make every stop take the whole grace
+    period.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            app.end_streams()
+            await super().shutdown(sockets)
+
+    return Server(config)
 
 
 def _bind(host: str, port: int) -> socket.socket:

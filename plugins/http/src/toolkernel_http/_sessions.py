@@ -98,8 +98,9 @@ class _Sink:
     request's task) then ends the HTTP response with :meth:`end`, if a last write has not.
     """
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, *, is_get: bool = False) -> None:
         self.send = send
+        self.is_get = is_get
         self.closed = anyio.Event()
         self._ended = False
 
@@ -250,6 +251,12 @@ class Session(WriteStreamBase):
         event_id = await self.event_store.store_event(stream, None)
         return _event(None, event_id, self.retry_ms)
 
+    def end_get_streams(self) -> None:
+        """Mark the GET responses open on this session ended; their owners close them."""
+        for sink in self.sinks.values():
+            if isinstance(sink, _Sink) and sink.is_get:
+                sink.closed.set()
+
     def close_all(self) -> None:
         """Mark every open stream ended (the session is going away)."""
         for sink in self.sinks.values():
@@ -299,6 +306,11 @@ class SessionTable:
                     self._terminate(session)
                 tg.cancel_scope.cancel()
                 self._task_group = None
+
+    def end_streams(self) -> None:
+        """End every open GET stream (the server is stopping): clients reconnect, requests finish."""
+        for session in self.sessions.values():
+            session.end_get_streams()
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one request on the MCP path of a stateful app."""
@@ -463,7 +475,7 @@ class SessionTable:
             )
             return
         await _start_sse(send, session)
-        sink = _Sink(send)
+        sink = _Sink(send, is_get=True)
         if last_event_id is None:
             session.attach(GET_STREAM, sink)
         elif not await self._resume(session, sink, last_event_id, version):
