@@ -4,7 +4,7 @@ Each index is a Chroma collection whose metadata records the index's name, dimen
 metric (``hnsw:space`` cosine / l2 / ip). Embeddings are always passed in, and every
 collection is opened with ``embedding_function=None``, so Chroma never loads its default
 model. The chromadb client is synchronous: each call runs in one of ``max_threads`` warm
-threads the store owns (:mod:`toolkernel_chroma._threads`, a cheaper hand-off than
+threads the store owns (:class:`toolkernel.threads.WorkerThreads`, a cheaper hand-off than
 ``anyio.to_thread``), so the event loop never blocks. (chromadb's ``AsyncHttpClient`` was
 measured and is slower here: more client CPU per query than the sync client plus the hop.)
 
@@ -26,6 +26,7 @@ import anyio
 import httpx
 
 from toolkernel.filters import Filter, coerce_filter, require_supported
+from toolkernel.threads import WorkerThreads
 from toolkernel.vectors import (
     FilterInput,
     IndexExistsError,
@@ -43,7 +44,6 @@ from toolkernel.vectors import (
     check_upsert,
     check_vector,
 )
-from toolkernel_chroma._threads import WorkerThreads
 from toolkernel_chroma._where import (
     RESERVED_PREFIX,
     STORE,

@@ -5,7 +5,7 @@ that records its dimension and metric (a shard does not report its configuration
 a ``path`` the shards live in a temporary directory removed by :meth:`QdrantEdgeStore.aclose`.
 
 Shard calls are blocking native code (which releases the GIL), so they run in worker threads:
-searches and counts in a few warm threads of the store's own (:mod:`toolkernel_qdrant._threads`,
+searches and counts in a few warm threads of the store's own (:class:`toolkernel.threads.WorkerThreads`,
 a cheaper hand-off than ``anyio.to_thread``), writes in anyio's threads, serialized per index
 by a lock while searches run concurrently. Points sit in an appendable segment
 that is searched exactly until the shard is optimized (which builds the HNSW index); see
@@ -26,9 +26,9 @@ import anyio
 import anyio.to_thread
 import qdrant_edge as qe
 
+from toolkernel.threads import WorkerThreads
 from toolkernel.vectors import Metric
 from toolkernel_qdrant._base import Hit, IndexSpec, QdrantStoreBase
-from toolkernel_qdrant._threads import WorkerThreads
 from toolkernel_qdrant._translate import QdrantFilter
 from toolkernel_qdrant.settings import QdrantSettings
 
