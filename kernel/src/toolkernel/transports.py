@@ -73,7 +73,22 @@ class ServerTransport(Protocol):
 ServerTransportFactory = Callable[[ServeOptions], ServerTransport]
 
 
-class ReadStreamBase(ABC):
+class _StreamBase:
+    """``async with`` closes the stream; :meth:`aclose` releases nothing unless overridden."""
+
+    async def aclose(self) -> None:
+        """Release what the stream holds; nothing by default."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class ReadStreamBase(_StreamBase, ABC):
     """The SDK's read-stream protocol from one method: implement :meth:`receive` (and :meth:`aclose`).
 
     For transports that hand the SDK messages they read themselves (the stdio pipe, an
@@ -83,9 +98,6 @@ class ReadStreamBase(ABC):
     @abstractmethod
     async def receive(self) -> SessionMessage | Exception:
         """The next message, or an exception the dispatcher reports; ``anyio.EndOfStream`` at the end."""
-
-    async def aclose(self) -> None:  # noqa: B027 - optional: most streams hold nothing
-        """Release what the stream holds; nothing by default."""
 
     def __aiter__(self) -> Self:
         return self
@@ -98,32 +110,13 @@ class ReadStreamBase(ABC):
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-class WriteStreamBase(ABC):
+class WriteStreamBase(_StreamBase, ABC):
     """The SDK's write-stream protocol from one method: implement :meth:`send` (and :meth:`aclose`)."""
 
     @abstractmethod
     async def send(self, item: SessionMessage, /) -> None:
         """Deliver one outgoing message."""
-
-    async def aclose(self) -> None:  # noqa: B027 - optional: most streams hold nothing
-        """Flush and release; nothing by default."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 class ClientTransportOptions(BaseModel):

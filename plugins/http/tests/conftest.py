@@ -40,6 +40,20 @@ async def serving(app: Any) -> AsyncIterator[str]:
     sock.close()
 
 
+def initialize(version: str = "2025-06-18", request_id: int = 1) -> dict[str, Any]:
+    """A 2025-era ``initialize`` request body."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+
+
 def make_server() -> MCPServer:
     """A toolkernel server with an echo tool and one that reports a request header."""
     server = MCPServer("http-test", "1.0.0", kernel=Kernel(load_entry_points=False))

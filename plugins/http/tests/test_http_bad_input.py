@@ -14,21 +14,12 @@ from mcp.client.streamable_http import streamable_http_client
 from toolkernel import MCPServer
 from toolkernel_http import asgi_app
 
-from .conftest import serving
+from .conftest import initialize, serving
 
 pytestmark = pytest.mark.anyio
 TIMEOUT_S = 60.0
 ACCEPT = "application/json, text/event-stream"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
+INIT = initialize()
 
 
 def _jsonrpc_error(response: httpx.Response) -> dict[str, Any]:

@@ -16,6 +16,8 @@ import pytest
 
 from toolkernel.cli import main
 
+from .conftest import initialize
+
 HEADER_SERVER = '''
 from toolkernel import MCPServer, ToolContext
 
@@ -72,16 +74,7 @@ def test_ctrl_c_does_not_wait_for_open_get_streams(served: tuple[str, subprocess
     """A client holding its session's GET stream open must not hold up the server's stop."""
     url, proc = served
     accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    init = initialize()
     with httpx.Client(timeout=30) as client:
         session = client.post(url, json=init, headers=accept).headers["mcp-session-id"]
         headers = {**accept, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}

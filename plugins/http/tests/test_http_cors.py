@@ -11,20 +11,11 @@ import pytest
 from toolkernel import MCPServer
 from toolkernel_http import asgi_app
 
-from .conftest import serving
+from .conftest import initialize, serving
 
 pytestmark = pytest.mark.anyio
 TIMEOUT_S = 60.0
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
+INIT = initialize()
 PREFLIGHT = {
     "access-control-request-method": "POST",
     "access-control-request-headers": "content-type, mcp-protocol-version, mcp-session-id",

@@ -14,7 +14,7 @@ import pytest
 from toolkernel import Kernel, MCPServer, ToolContext
 from toolkernel_http import asgi_app
 
-from .conftest import serving
+from .conftest import initialize, serving
 
 pytestmark = pytest.mark.anyio
 TIMEOUT_S = 60.0
@@ -60,16 +60,7 @@ async def _events(response: httpx.Response) -> AsyncIterator[dict[str, str]]:
 
 async def _open(http: httpx.AsyncClient, url: str, version: str = "2025-06-18") -> dict[str, str]:
     """Initialize a session; the headers later requests carry."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": version,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    init = initialize(version, request_id=0)
     response = await http.post(url, json=init, headers=ACCEPT)
     assert response.status_code == 200, response.text
     headers = {
@@ -142,12 +133,7 @@ async def test_session_cap_answers_503_and_frees_on_delete() -> None:
         ):
             url = f"{base}/mcp"
             headers = await _open(http, url)
-            init = {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}},
-            }
+            init = initialize()
             refused = await http.post(url, json=init, headers=ACCEPT)
             assert refused.status_code == 503
             assert json.loads(refused.content)["error"]["message"] == "Too many open sessions"
