@@ -273,6 +273,30 @@ def _toolkernel_paths(store: Any) -> tuple[Upsert, Query]:
     return upsert, query
 
 
+def _sync_library_bench(
+    store: Any, search: Callable[[list[float]], list[str]], direct_upsert: Upsert, close: Any
+) -> Bench:
+    """Paths for a synchronous library: toolkernel, the direct call in a thread (the baseline,
+    since toolkernel never blocks the loop), and the direct call blocking the loop."""
+
+    async def direct_thread(vector: list[float]) -> list[str]:
+        return await asyncio.to_thread(search, vector)
+
+    async def direct_loop(vector: list[float]) -> list[str]:
+        return search(vector)
+
+    tk_upsert, tk_query = _toolkernel_paths(store)
+    return Bench(
+        paths=[
+            Path_("toolkernel", tk_query, tk_upsert),
+            Path_("direct-thread", direct_thread, direct_upsert),
+            Path_("direct-in-loop", direct_loop),
+        ],
+        baseline="direct-thread",
+        close=close,
+    )
+
+
 async def open_qdrant_edge(dim: int, stack: contextlib.AsyncExitStack) -> Bench:
     """The plugin's default embedded engine; direct calls go to the very shard the store opened."""
     import qdrant_edge as qe
@@ -298,22 +322,7 @@ async def open_qdrant_edge(dim: int, stack: contextlib.AsyncExitStack) -> Bench:
     async def direct_upsert(ids: list[str], vectors: list[list[float]], meta: list[dict[str, Any]]) -> None:
         await asyncio.to_thread(shard.update, points(ids, vectors, meta))
 
-    async def direct_thread(vector: list[float]) -> list[str]:
-        return await asyncio.to_thread(search, vector)
-
-    async def direct_loop(vector: list[float]) -> list[str]:
-        return search(vector)
-
-    tk_upsert, tk_query = _toolkernel_paths(store)
-    return Bench(
-        paths=[
-            Path_("toolkernel", tk_query, tk_upsert),
-            Path_("direct-thread", direct_thread, direct_upsert),
-            Path_("direct-in-loop", direct_loop),
-        ],
-        baseline="direct-thread",
-        close=store.aclose,
-    )
+    return _sync_library_bench(store, search, direct_upsert, store.aclose)
 
 
 async def open_qdrant_local(dim: int, stack: contextlib.AsyncExitStack) -> Bench:
@@ -448,26 +457,11 @@ def open_chroma(mode: str, where: Any) -> Opener:
         ) -> None:
             await asyncio.to_thread(add, ids, vectors, meta)
 
-        async def direct_thread(vector: list[float]) -> list[str]:
-            return await asyncio.to_thread(search, vector)
-
-        async def direct_loop(vector: list[float]) -> list[str]:
-            return search(vector)
-
         async def close() -> None:
             await store.delete_index(INDEX)
             await store.aclose()
 
-        tk_upsert, tk_query = _toolkernel_paths(store)
-        return Bench(
-            paths=[
-                Path_("toolkernel", tk_query, tk_upsert),
-                Path_("direct-thread", direct_thread, direct_upsert),
-                Path_("direct-in-loop", direct_loop),
-            ],
-            baseline="direct-thread",
-            close=close,
-        )
+        return _sync_library_bench(store, search, direct_upsert, close)
 
     return opener
 
