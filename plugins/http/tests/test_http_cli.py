@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
 import subprocess
@@ -98,3 +100,30 @@ def test_ctrl_c_does_not_wait_for_open_get_streams(served: tuple[str, subprocess
         holder.join(10)
     assert stopped_after < 2.5, f"stopping took {stopped_after:.1f} s (the grace period is 5 s)"
     assert not holder.is_alive(), "the GET stream was not ended"
+
+
+ROOT = Path(__file__).resolve().parents[3]
+INSPECTOR = ROOT / "tests/node/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+
+
+@pytest.mark.node
+@pytest.mark.timeout(180)
+def test_inspector_cli_calls_a_tool_over_streamable_http(served: tuple[str, subprocess.Popen[str]]) -> None:
+    """The MCP Inspector's CLI (TypeScript SDK) opens a stateful session and calls a tool by URL."""
+    if not INSPECTOR.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"the MCP Inspector is not installed at {INSPECTOR} (npm ci in tests/node)")
+        pytest.skip("tests/node/node_modules is missing: run npm ci in tests/node to use the MCP Inspector")
+    url, _ = served
+    args = ["--method", "tools/call", "--tool-name", "header", "--tool-arg", "name=mcp-session-id"]
+    run = subprocess.run(
+        ["node", str(INSPECTOR), "--cli", url, "--transport", "http", *args],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["isError"] is False
+    session = result["content"][0]["text"]
+    assert re.fullmatch(r"[0-9a-f]{32}", session), f"no session id reached the tool: {session!r}"
