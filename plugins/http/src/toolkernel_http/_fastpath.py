@@ -33,7 +33,6 @@ from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     ErrorData,
     JSONRPCError,
-    JSONRPCMessage,
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
@@ -45,7 +44,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from toolkernel_http._responses import send_json
+from toolkernel_http._responses import SSE_HEADERS, send_json, sse_event
 
 logger = logging.getLogger("toolkernel.http")
 
@@ -149,10 +148,10 @@ async def serve(
         progress_token=progress_token_from_params(request.params),
     )
     if sse:
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
 
         async def event(message: JSONRPCNotification) -> None:
-            await send({"type": "http.response.body", "body": _sse_event(message), "more_body": True})
+            await send({"type": "http.response.body", "body": sse_event(message), "more_body": True})
 
         dctx.events = event
     connection = Connection.from_envelope(version, None, None)
@@ -169,18 +168,9 @@ async def serve(
             error = ErrorData(code=0, message=str(exc))
         reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
     if sse:
-        await send({"type": "http.response.body", "body": _sse_event(reply), "more_body": False})
+        await send({"type": "http.response.body", "body": sse_event(reply), "more_body": False})
     else:
         await send_json(send, 200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode())
-
-
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache, no-transform")]
-
-
-def _sse_event(message: JSONRPCMessage) -> bytes:
-    return (
-        b"event: message\ndata: %s\n\n" % message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-    )
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

@@ -1,12 +1,18 @@
-"""Whole HTTP responses the plugin writes itself: a JSON body, or a JSON-RPC error body."""
+"""What the plugin writes on the wire itself: JSON bodies, JSON-RPC error bodies, SSE events."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_REQUEST, JSONRPCMessage
 from starlette.types import Send
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+]
 
 
 async def send_json(
@@ -37,3 +43,19 @@ async def send_error(
     """Send a complete response whose body is a JSON-RPC error with no id."""
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     await send_json(send, status, json.dumps(error).encode(), headers)
+
+
+def sse_event(
+    message: JSONRPCMessage | None, event_id: str | None = None, retry_ms: int | None = None
+) -> bytes:
+    """One SSE event: a JSON-RPC message (``event: message``), or a priming event when ``None``."""
+    lines = []
+    if message is not None:
+        lines.append(b"event: message")
+    if event_id is not None:
+        lines.append(b"id: " + event_id.encode())
+    if retry_ms is not None:
+        lines.append(b"retry: %d" % retry_ms)
+    data = b"" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    lines.append(b"data: " + data)
+    return b"\n".join(lines) + b"\n\n"

@@ -56,7 +56,7 @@ from starlette.types import Receive, Scope, Send
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
 from toolkernel_http._events import SessionScopedEventStore
 from toolkernel_http._fastpath import read_body
-from toolkernel_http._responses import send_error, send_json
+from toolkernel_http._responses import SSE_HEADERS, send_error, send_json, sse_event
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -67,27 +67,7 @@ logger = logging.getLogger("toolkernel.http")
 
 GET_STREAM = "_GET_stream"
 """The stream id of a session's standalone GET stream (the SDK's name, so stored events match)."""
-
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-]
 _INBOX_BUFFER = 32
-
-
-def _event(message: JSONRPCMessage | None, event_id: str | None, retry_ms: int | None = None) -> bytes:
-    """One SSE event: a JSON-RPC message (``event: message``), or a priming event when ``None``."""
-    lines = []
-    if message is not None:
-        lines.append(b"event: message")
-    if event_id is not None:
-        lines.append(b"id: " + event_id.encode())
-    if retry_ms is not None:
-        lines.append(b"retry: %d" % retry_ms)
-    data = b"" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-    lines.append(b"data: " + data)
-    return b"\n".join(lines) + b"\n\n"
 
 
 class _Sink:
@@ -215,7 +195,7 @@ class Session(WriteStreamBase):
                 if final:
                     sink.deliver(message)
             elif sink is not None:
-                await sink.write(_event(message, event_id), last=final)
+                await sink.write(sse_event(message, event_id), last=final)
                 if sink.closed.is_set():
                     self.sinks.pop(stream, None)
 
@@ -249,7 +229,7 @@ class Session(WriteStreamBase):
         if self.event_store is None or not is_version_at_least(version, "2025-11-25"):
             return None
         event_id = await self.event_store.store_event(stream, None)
-        return _event(None, event_id, self.retry_ms)
+        return sse_event(None, event_id, self.retry_ms)
 
     def end_get_streams(self) -> None:
         """Mark the GET responses open on this session ended; their owners close them."""
@@ -502,7 +482,7 @@ class SessionTable:
         assert session.event_store is not None
 
         async def replay(event: Any) -> None:
-            await sink.write(_event(event.message, event.event_id))
+            await sink.write(sse_event(event.message, event.event_id))
 
         async with session.lock:
             stream = await session.event_store.replay_events_after(last_event_id, replay)
@@ -588,7 +568,7 @@ class SessionTable:
 
 
 async def _start_sse(send: Send, session: Session) -> None:
-    await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *session.headers]})
+    await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *session.headers]})
 
 
 def _related_request(item: SessionMessage) -> Any:
