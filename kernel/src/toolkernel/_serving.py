@@ -8,9 +8,11 @@ the kernel's model. Tool calls go to :class:`toolkernel.calls.ToolCaller`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import uuid
 import warnings
 import weakref
+from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -138,10 +140,16 @@ class ServingAppImpl:
         session_id: str | None = None,
     ) -> None:
         """Serve one connection over a stream pair, firing the session hooks around it."""
+        async with self.session(transport=transport, session_id=session_id):
+            await self.protocol_server.run(read, write, self.init_options)
+
+    @contextlib.asynccontextmanager
+    async def session(self, *, transport: str, session_id: str | None = None) -> AsyncIterator[None]:
+        """Fire ``on_session_start`` on entry and ``on_session_stop`` on exit, however it exits."""
         event = SessionEvent(server=self.server, transport=transport, session_id=session_id)
         await self.kernel.emit("on_session_start", event=event)
         try:
-            await self.protocol_server.run(read, write, self.init_options)
+            yield
         finally:
             # A session usually ends by cancellation: shield the hooks, or async ones never run.
             with anyio.CancelScope(shield=True):

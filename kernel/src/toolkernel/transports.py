@@ -63,6 +63,9 @@ class ServingApp(Protocol):
     ) -> None:
         """Serve one connection over a stream pair, firing the session hooks around it."""
 
+    def session(self, *, transport: str, session_id: str | None = None) -> AbstractAsyncContextManager[None]:
+        """The session hooks around a session a transport runs itself: ``async with app.session(...)``."""
+
 
 class ServerTransport(Protocol):
     """Serves a :class:`ServingApp` until cancelled."""

@@ -518,24 +518,23 @@ class SessionTable:
 
     async def _serve_session(self, session: Session, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The session's protocol loop: the SDK's dispatcher, fed by POSTs, writing to ``session``."""
-        await self._emit("on_session_start", session.id)
-        try:
-            with session.scope:
-                task_status.started()
-                await serve_loop(
-                    self.server,
-                    session.inbox,
-                    session,
-                    lifespan_state=self.lifespan_state(),
-                    session_id=session.id,
-                )
-        except Exception:
-            logger.exception("session %s crashed", session.id)
-        finally:
-            self._terminate(session)
-            session.close_all()  # after the loop: its last answers (connection closed) are routed first
-            with anyio.CancelScope(shield=True):
-                await self._emit("on_session_stop", session.id)
+        hooks = self.serving.session(transport="http", session_id=session.id) if self.serving else None
+        async with hooks or contextlib.nullcontext():
+            try:
+                with session.scope:
+                    task_status.started()
+                    await serve_loop(
+                        self.server,
+                        session.inbox,
+                        session,
+                        lifespan_state=self.lifespan_state(),
+                        session_id=session.id,
+                    )
+            except Exception:
+                logger.exception("session %s crashed", session.id)
+            finally:
+                self._terminate(session)
+                session.close_all()  # after the loop: its last answers (connection closed) go first
 
     def _terminate(self, session: Session) -> None:
         """End ``session``: later requests get 404, its loop and open streams stop."""
@@ -556,15 +555,6 @@ class SessionTable:
                 if session.in_flight == 0 and now - session.idle_since > timeout:
                     logger.info("session %s idle timeout", session.id)
                     self._terminate(session)
-
-    async def _emit(self, hook: str, session_id: str) -> None:
-        """Fire a session hook through the kernel that serves this app, if there is one."""
-        if self.serving is None:
-            return
-        from toolkernel.events import SessionEvent
-
-        event = SessionEvent(server=self.serving.server, transport="http", session_id=session_id)
-        await self.serving.kernel.emit(hook, event=event)
 
 
 async def _start_sse(send: Send, session: Session) -> None:
