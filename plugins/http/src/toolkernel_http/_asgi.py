@@ -33,7 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
-from toolkernel_http._responses import send_error
+from toolkernel_http._responses import send_error, send_too_large
 from toolkernel_http._sessions import SessionTable
 
 if TYPE_CHECKING:
@@ -125,7 +125,6 @@ def asgi_app(
             retry_ms=opts.retry_ms,
             idle_timeout=opts.session_idle_timeout,
             max_sessions=opts.max_sessions,
-            max_body_bytes=opts.max_body_bytes,
             lifespan_state=lambda: manager._lifespan_state,
         )
 
@@ -200,23 +199,24 @@ class _StreamableEndpoint:
                 INTERNAL_ERROR,
             )
             return
+        body = b""
+        if scope["method"] == "POST":
+            # Read once, here, whoever serves the request: the limit also holds for chunked bodies.
+            read = await _fastpath.read_body(receive, self.max_body_bytes)
+            if read is None:
+                await send_too_large(send, self.max_body_bytes)
+                return
+            body = read
         version = _fastpath.takes(scope, self.sse) if self.direct else None
-        if version is not None:
-            body = await _fastpath.read_body(receive, self.max_body_bytes)
-            if body is None:
-                await send_error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
-                return
-            request = _fastpath.parse(body)
-            if request is not None:
-                state = self.manager._lifespan_state
-                await _fastpath.serve(
-                    self.manager.app, state, request, version, self.sse, scope, receive, send
-                )
-                return
-            receive = _fastpath.replaying(body, receive)
-        if self.sessions is not None and _handshake_era(scope):
-            await self.sessions.handle(scope, receive, send)
+        if version is not None and (request := _fastpath.parse(body)) is not None:
+            state = self.manager._lifespan_state
+            await _fastpath.serve(self.manager.app, state, request, version, self.sse, scope, receive, send)
             return
+        if self.sessions is not None and _handshake_era(scope):
+            await self.sessions.handle(scope, receive, send, body)
+            return
+        if scope["method"] == "POST":
+            receive = _fastpath.replaying(body, receive)
         await self.manager.handle_request(scope, receive, send)
 
 
@@ -342,7 +342,7 @@ class _Guard:
                 return
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                await send_error(send, 413, f"Payload Too Large: the limit is {self.max_body_bytes} bytes")
+                await send_too_large(send, self.max_body_bytes)
                 return
         await self.app(scope, receive, send)
 

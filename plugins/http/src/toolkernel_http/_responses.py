@@ -45,6 +45,11 @@ async def send_error(
     await send_json(send, status, json.dumps(error).encode(), headers)
 
 
+async def send_too_large(send: Send, limit: int) -> None:
+    """Refuse a body over ``limit`` bytes: 413 with a JSON-RPC error saying the limit."""
+    await send_error(send, 413, f"Payload Too Large: the limit is {limit} bytes")
+
+
 def sse_event(
     message: JSONRPCMessage | None, event_id: str | None = None, retry_ms: int | None = None
 ) -> bytes:

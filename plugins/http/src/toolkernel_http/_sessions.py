@@ -55,7 +55,6 @@ from starlette.types import Receive, Scope, Send
 
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
 from toolkernel_http._events import SessionScopedEventStore
-from toolkernel_http._fastpath import read_body
 from toolkernel_http._responses import SSE_HEADERS, send_error, send_json, sse_event
 
 if TYPE_CHECKING:
@@ -68,6 +67,8 @@ logger = logging.getLogger("toolkernel.http")
 GET_STREAM = "_GET_stream"
 """The stream id of a session's standalone GET stream (the SDK's name, so stored events match)."""
 _INBOX_BUFFER = 32
+_NO_SESSION = "Not Found: Invalid or expired session ID"
+_MISSING_SESSION = "Bad Request: Missing session ID"
 
 
 class _Sink:
@@ -257,7 +258,6 @@ class SessionTable:
         retry_ms: int | None,
         idle_timeout: float | None,
         max_sessions: int | None,
-        max_body_bytes: int,
         lifespan_state: Callable[[], Any],
     ) -> None:
         self.server = server
@@ -267,7 +267,6 @@ class SessionTable:
         self.retry_ms = retry_ms
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
-        self.max_body_bytes = max_body_bytes
         self.lifespan_state = lifespan_state
         self.sessions: dict[str, Session] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -292,8 +291,8 @@ class SessionTable:
         for session in self.sessions.values():
             session.end_get_streams()
 
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve one request on the MCP path of a stateful app."""
+    async def handle(self, scope: Scope, receive: Receive, send: Send, body: bytes = b"") -> None:
+        """Serve one request on the MCP path of a stateful app; ``body``: a POST's, already read."""
         request = Request(scope, receive)
         method = scope["method"]
         session_id = request.headers.get("mcp-session-id")
@@ -302,12 +301,12 @@ class SessionTable:
             # A session answers only the credential that opened it; to others it does not exist.
             session = None
         if method == "POST":
-            await self._post(request, session_id, session, send)
+            await self._post(request, body, session_id, session, send)
         elif method in ("GET", "DELETE"):
             if session_id is None:
-                await send_error(send, 400, "Bad Request: Missing session ID", -32600)
+                await send_error(send, 400, _MISSING_SESSION)
             elif session is None:
-                await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+                await send_error(send, 404, _NO_SESSION)
             elif method == "GET":
                 await self._get(request, session, send)
             else:
@@ -319,17 +318,12 @@ class SessionTable:
     # -- POST -------------------------------------------------------------------------------
 
     async def _post(
-        self, request: Request, session_id: str | None, session: Session | None, send: Send
+        self, request: Request, body: bytes, session_id: str | None, session: Session | None, send: Send
     ) -> None:
         has_json, has_sse = check_accept_headers(request)
         if not has_json or not (has_sse or self.json_response):
             need = "application/json" if self.json_response else "both application/json and text/event-stream"
             await send_error(send, 406, f"Not Acceptable: Client must accept {need}", -32600)
-            return
-        body = await read_body(request.receive, self.max_body_bytes)
-        if body is None:
-            limit = self.max_body_bytes
-            await send_error(send, 413, f"Payload Too Large: the limit is {limit} bytes", -32600)
             return
         try:
             message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
@@ -346,10 +340,10 @@ class SessionTable:
                 await send_error(send, 503, "Too many open sessions", INTERNAL_ERROR)
                 return
         elif session_id is None:
-            await send_error(send, 400, "Bad Request: Missing session ID", -32600)
+            await send_error(send, 400, _MISSING_SESSION)
             return
         elif session is None:
-            await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+            await send_error(send, 404, _NO_SESSION)
             return
         if not isinstance(message, JSONRPCRequest):
             # Notifications and the client's answers to our requests: accepted, then dispatched.
@@ -357,7 +351,7 @@ class SessionTable:
             try:
                 await session.put(SessionMessage(message, metadata=metadata))
             except SessionGone:
-                await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+                await send_error(send, 404, _NO_SESSION)
                 return
             await send_json(send, 202, b"", session.headers)
             return
@@ -370,7 +364,7 @@ class SessionTable:
         try:
             await self._serve_request(session, request, message, version, send)
         except SessionGone:
-            await send_error(send, 404, "Not Found: Invalid or expired session ID", -32600)
+            await send_error(send, 404, _NO_SESSION)
         finally:
             session.in_flight -= 1
             session.idle_since = time.monotonic()
