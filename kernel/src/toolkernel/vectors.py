@@ -20,12 +20,13 @@ This module imports neither numpy nor any store library.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from toolkernel.errors import ToolkernelError
 
@@ -129,6 +130,20 @@ class QueryResult(BaseModel):
     vector: list[float] | None = Field(
         None, description="Only with include_vectors=True; cosine indexes may return it unit-normalized."
     )
+
+
+@functools.cache
+def _results_adapter() -> TypeAdapter[list[QueryResult]]:
+    return TypeAdapter(list[QueryResult])
+
+
+def query_results(hits: Sequence[Mapping[str, Any]]) -> list[QueryResult]:
+    """A query's hits (mappings of :class:`QueryResult` fields) as validated results, in one call.
+
+    Validating the whole list at once costs about half as much as one constructor call per
+    hit, which shows next to a millisecond query; stores build their results with it.
+    """
+    return _results_adapter().validate_python(hits)
 
 
 # ---------------------------------------------------------------------------

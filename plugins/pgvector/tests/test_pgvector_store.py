@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import numpy as np
 import psycopg
 import pytest
@@ -16,6 +18,7 @@ from toolkernel.testing.services import PostgresService
 from toolkernel.testing.stores import VectorStoreContract
 from toolkernel.vectors import IndexNotFoundError, VectorInputError, VectorStoreError
 from toolkernel_pgvector import create_store
+from toolkernel_pgvector import store as store_module
 from toolkernel_pgvector.store import PgVectorStore
 
 
@@ -298,29 +301,84 @@ async def test_query_is_one_statement_once_the_connection_holds_its_settings(
         data = _vectors(50, seed=6)
         await store.upsert("docs", [f"r{i}" for i in range(50)], data)
         await store.query("docs", data[0], top_k=5)
-        pool = await store._get_pool()
-        async with pool.connection() as conn:
-            # The pool holds one connection: record what the store sends on it.
-            statements: list[str] = []
-            real_execute = conn.execute
+        # The pool holds one connection, which the store keeps between calls: record what it sends.
+        conn = await store._acquire()
+        statements: list[str] = []
+        real_execute = conn.execute
 
-            async def spy(query, params=None, **kw):  # type: ignore[no-untyped-def]
-                statements.append(str(query))
-                return await real_execute(query, params, **kw)
+        async def spy(query, params=None, **kw):  # type: ignore[no-untyped-def]
+            statements.append(str(query))
+            return await real_execute(query, params, **kw)
 
-            conn.execute = spy  # type: ignore[method-assign]
+        conn.execute = spy  # type: ignore[method-assign]
+        await store._release(conn)
         await store.query("docs", data[1], top_k=5)
         assert len(statements) == 1, statements
         # Another ef changes the session setting once, in the same connection, before the search.
         await store.query("docs", data[1], top_k=5, options={"ef": 77})
         assert len(statements) == 3, statements
-        async with pool.connection() as conn:
-            conn.execute = real_execute  # type: ignore[method-assign]
-            cur = await conn.execute("SHOW hnsw.ef_search")
-            assert (await cur.fetchone()) == ("77",)
+        conn = await store._acquire()
+        conn.execute = real_execute  # type: ignore[method-assign]
+        cur = await conn.execute("SHOW hnsw.ef_search")
+        assert (await cur.fetchone()) == ("77",)
+        await store._release(conn)
     finally:
         await store.delete_index("docs")
         await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_kept_connections_never_starve_a_call_waiting_on_the_pool(postgres: PostgresService) -> None:
+    """With one pooled connection, concurrent queries and writes all finish well inside pool_timeout:
+    a connection the store would keep goes back to the pool whenever one of its calls waits there."""
+    store = create_store(dsn=postgres.uri, schema="keep", pool_min_size=1, pool_max_size=1, pool_timeout=5)
+    try:
+        await store.create_index("docs", DIM, "cosine")
+        data = _vectors(40, seed=8)
+        await store.upsert("docs", [f"k{i}" for i in range(40)], data)
+        started = time.monotonic()
+        with anyio.fail_after(4):  # a starved call would wait out the 5 s pool timeout
+            async with anyio.create_task_group() as tg:
+                for i in range(20):
+                    tg.start_soon(store.query, "docs", data[i])
+                    tg.start_soon(store.upsert, "docs", [f"k{i}"], [data[i]])
+                    tg.start_soon(store.count, "docs")
+        assert time.monotonic() - started < 4
+        assert len(store._idle) == 1
+        assert store._waiting == 0
+    finally:
+        await store.delete_index("docs")
+        await store.aclose()
+
+
+@pytest.mark.anyio
+async def test_kept_connections_go_back_to_the_pool(
+    postgres: PostgresService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept connection returns to the pool once KEEP_SECONDS pass, and a broken one is never kept."""
+    store = create_store(dsn=postgres.uri, schema="keep2", pool_min_size=1, pool_max_size=2)
+    try:
+        await store.create_index("docs", DIM, "cosine")
+        await store.count("docs")
+        assert len(store._idle) == 1
+        pool = await store._get_pool()
+        assert pool.get_stats()["pool_available"] == 0  # the store holds it
+        monkeypatch.setattr(store_module, "KEEP_SECONDS", 0.0)
+        await store.count("docs")
+        assert store._idle == []
+        assert pool.get_stats()["pool_available"] == 1
+        monkeypatch.setattr(store_module, "KEEP_SECONDS", 60.0)
+        conn = await store._acquire()
+        await conn.close()  # as when the server goes away
+        await store._release(conn)
+        assert store._idle == []
+        assert not store._taken
+        assert await store.count("docs") == 0  # the pool replaces it
+    finally:
+        await store.delete_index("docs")
+        await store.aclose()
+    assert store._idle == []
+    assert not store._taken
 
 
 @pytest.mark.anyio
@@ -332,8 +390,7 @@ async def test_build_memory_applies_to_the_bulk_build_transaction_only(postgres:
         await store.upsert("docs", [f"m{i}" for i in range(1_000)], data)  # bulk: rebuilds the index
         await store.reindex("docs")
         assert (await store.query("docs", data[3], top_k=1))[0].id == "m3"
-        pool = await store._get_pool()
-        async with pool.connection() as conn:  # set_config(..., true): nothing leaks to the session
+        async with store._connection(transaction=False) as conn:  # set_config(..., true): no leak
             cur = await conn.execute("SHOW maintenance_work_mem")
             assert (await cur.fetchone()) != ("96MB",)
     finally:

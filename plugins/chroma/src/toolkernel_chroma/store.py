@@ -43,6 +43,7 @@ from toolkernel.vectors import (
     check_top_k,
     check_upsert,
     check_vector,
+    query_results,
 )
 from toolkernel_chroma._where import (
     RESERVED_PREFIX,
@@ -363,18 +364,18 @@ class ChromaStore:
         metadatas = found["metadatas"][0] if found["metadatas"] else nothing
         docs = found["documents"][0] if found["documents"] else nothing
         embeddings = found["embeddings"][0] if include_vectors and found["embeddings"] is not None else None
-        results = [
-            QueryResult(
-                id=id_,
-                score=_score(metric, float(distances[i])),
-                metadata=_from_chroma_metadata(metadatas[i]),
-                document=docs[i],
-                vector=[float(x) for x in embeddings[i]] if embeddings is not None else None,
-            )
+        hits: list[dict[str, Any]] = [
+            {
+                "id": id_,
+                "score": _score(metric, float(distances[i])),
+                "metadata": _from_chroma_metadata(metadatas[i]),
+                "document": docs[i],
+                "vector": [float(x) for x in embeddings[i]] if embeddings is not None else None,
+            }
             for i, id_ in enumerate(ids)
         ]
-        results.sort(key=lambda r: r.score, reverse=True)
-        return results
+        hits.sort(key=lambda hit: hit["score"], reverse=True)
+        return query_results(hits)
 
     async def delete(
         self, index: str, ids: Sequence[str] | None = None, filter: FilterInput | None = None

@@ -33,6 +33,7 @@ from toolkernel.vectors import (
     check_top_k,
     check_upsert,
     check_vector,
+    query_results,
 )
 from toolkernel_qdrant._translate import METADATA_KEY, SUPPORTED_OPERATORS, QdrantFilter, to_qdrant
 
@@ -158,17 +159,18 @@ class QdrantStoreBase(ABC):
         qfilter = self._filter(filter)
         hits = await self._query(self._collection(index), query, top_k, qfilter, include_vectors, opts)
         sign = -1.0 if spec.metric == "euclidean" else 1.0  # Qdrant reports euclidean distance
-        return [
-            # Payloads were validated when written: skip re-validating them on every hit.
-            QueryResult.model_construct(
-                id=hit.payload["id"],
-                score=sign * hit.score,
-                metadata=self._decode_metadata(hit.payload.get(METADATA_KEY) or {}),
-                document=hit.payload.get("document"),
-                vector=hit.vector if include_vectors else None,
-            )
-            for hit in hits
-        ]
+        return query_results(
+            [
+                {
+                    "id": hit.payload["id"],
+                    "score": sign * hit.score,
+                    "metadata": self._decode_metadata(hit.payload.get(METADATA_KEY) or {}),
+                    "document": hit.payload.get("document"),
+                    "vector": hit.vector if include_vectors else None,
+                }
+                for hit in hits
+            ]
+        )
 
     async def delete(
         self, index: str, ids: Sequence[str] | None = None, filter: FilterInput | None = None
