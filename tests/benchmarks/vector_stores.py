@@ -39,7 +39,8 @@ Usage::
 
     .venv/bin/python tests/benchmarks/vector_stores.py [--sizes 10000 100000] [--stores qdrant-edge ...]
 
-It prints a table and writes ``tests/benchmarks/results/vector_stores.json``. It is a script,
+It prints a table and writes ``tests/benchmarks/results/vector_stores.json``; with
+``--plot-from results.json`` it only draws ``docs/img/vector_stores.png``. It is a script,
 not a test: the root pytest configuration does not collect ``tests/benchmarks``.
 """
 
@@ -63,6 +64,7 @@ from typing import Any
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results" / "vector_stores.json"
+PLOT = Path(__file__).parents[2] / "docs" / "img" / "vector_stores.png"
 BATCH = 1_000
 TOP_K = 10
 INDEX = "bench"
@@ -230,6 +232,7 @@ def summarize(bench: Bench, n: int, truth: list[set[int]]) -> dict[str, Any]:
         o: dict[str, Any] = {
             "query_p50_pct": round((pct(tk.wall, 50) / pct(d.wall, 50) - 1) * 100, 1),
             "query_p99_pct": round((pct(tk.wall, 99) / pct(d.wall, 99) - 1) * 100, 1),
+            "query_p99_pct_ci95": _p99_ratio_ci(tk.wall, d.wall),
             "query_cpu_pct": round((float(np.mean(tk.cpu)) / float(np.mean(d.cpu)) - 1) * 100, 1),
             # The median of per-query differences (same query, back to back): robust to drift in load.
             "query_paired_median_us": round(
@@ -247,6 +250,17 @@ def summarize(bench: Bench, n: int, truth: list[set[int]]) -> dict[str, Any]:
             o["load_throughput_pct"] = round((sum(tk.upsert_wall) / sum(d.upsert_wall) - 1) * 100, 1)
         overhead[d.name] = o
     return {"paths": paths, "baseline": bench.baseline, "overhead": overhead}
+
+
+def _p99_ratio_ci(tk: list[float], direct: list[float], resamples: int = 2000) -> list[float]:
+    """A 95 % bootstrap interval for the p99 overhead (%): how far the tail figure moves on
+    another draw of the same queries. Pairs (same query, back to back) are resampled together."""
+    a, b = np.asarray(tk), np.asarray(direct)
+    rng = np.random.default_rng(11)
+    picks = rng.integers(0, len(a), size=(resamples, len(a)))
+    ratios = np.percentile(a[picks], 99, axis=1) / np.percentile(b[picks], 99, axis=1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return [round((float(low) - 1) * 100, 1), round((float(high) - 1) * 100, 1)]
 
 
 # ---------------------------------------------------------------------------
@@ -549,7 +563,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=5, help="times every query runs through every path")
+    parser.add_argument("--rounds", type=int, default=20, help="times every query runs through every path")
     parser.add_argument(
         "--upsert-rounds", type=int, default=8, help="batches of existing records each writing path replaces"
     )
@@ -565,7 +579,17 @@ def main() -> None:
         "--limit", nargs="*", default=[], metavar="STORE=N", help="run STORE only at sizes up to N"
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--plot-from",
+        type=Path,
+        metavar="JSON",
+        help=f"only draw {PLOT.relative_to(PLOT.parents[2])} from results written earlier",
+    )
     args = parser.parse_args()
+    if args.plot_from:
+        plot(json.loads(args.plot_from.read_text()), PLOT)
+        print(f"wrote {PLOT}")
+        return
     wanted = set(args.stores)
     limits = {name: int(n) for name, n in (item.split("=", 1) for item in args.limit)}
 
@@ -630,6 +654,48 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwrote {args.out}")
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Two panels per store and size: query latency (p50 bar, p99 tick) of toolkernel and of the
+    baseline, and toolkernel's p50 / p99 overhead against the 10 % target (p99 with its 95 % interval)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["results"] if "paths" in r]
+    labels = [f"{r['store']} {r['n'] // 1000}k" for r in rows]
+    y = np.arange(len(rows))
+    fig, (lat, over) = plt.subplots(1, 2, figsize=(13, 0.45 * len(rows) + 2.2), sharey=True)
+    for offset, name, color in ((-0.2, "toolkernel", "#3b6ea5"), (0.2, "baseline", "#b0b0b0")):
+        p50 = [r["paths"][name if name == "toolkernel" else r["baseline"]]["query_p50_ms"] for r in rows]
+        p99 = [r["paths"][name if name == "toolkernel" else r["baseline"]]["query_p99_ms"] for r in rows]
+        lat.barh(y + offset, p50, height=0.4, color=color, label=f"{name} p50")
+        lat.scatter(p99, y + offset, marker="|", s=120, color="black", zorder=3)
+    lat.scatter([], [], marker="|", s=120, color="black", label="p99")
+    lat.set_xscale("log")
+    lat.set_yticks(y, labels)
+    lat.invert_yaxis()
+    lat.set_xlabel("query latency, ms (log scale), top 10 of 384-d vectors")
+    lat.set_title("Query latency: toolkernel and the direct baseline")
+    lat.legend(loc="lower right", fontsize=8)
+    p50o = [r["overhead"][r["baseline"]]["query_p50_pct"] for r in rows]
+    p99o = [r["overhead"][r["baseline"]]["query_p99_pct"] for r in rows]
+    over.barh(y - 0.2, p50o, height=0.4, color="#3b6ea5", label="p50")
+    over.barh(y + 0.2, p99o, height=0.4, color="#9cc3e6", label="p99 (95 % interval)")
+    for i, r in enumerate(rows):
+        ci = r["overhead"][r["baseline"]].get("query_p99_pct_ci95")
+        if ci:
+            over.plot(ci, [i + 0.2, i + 0.2], color="black", linewidth=1)
+    over.axvline(10, color="#c0392b", linestyle="--", linewidth=1, label="target +10 %")
+    over.axvline(0, color="black", linewidth=0.5)
+    over.set_xlabel("toolkernel overhead over the direct baseline, % (lower is better)")
+    over.set_title("Overhead of toolkernel's layer")
+    over.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 def _print_row(row: dict[str, Any]) -> None:
