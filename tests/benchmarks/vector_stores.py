@@ -679,7 +679,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     lat.invert_yaxis()
     lat.set_xlabel("query latency, ms (log scale), top 10 of 384-d vectors")
     lat.set_title("Query latency: toolkernel and the direct baseline")
-    lat.legend(loc="lower right", fontsize=8)
+    lat.legend(loc="upper right", fontsize=8)
     p50o = [r["overhead"][r["baseline"]]["query_p50_pct"] for r in rows]
     p99o = [r["overhead"][r["baseline"]]["query_p99_pct"] for r in rows]
     over.barh(y - 0.2, p50o, height=0.4, color="#3b6ea5", label="p50")
@@ -692,7 +692,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     over.axvline(0, color="black", linewidth=0.5)
     over.set_xlabel("toolkernel overhead over the direct baseline, % (lower is better)")
     over.set_title("Overhead of toolkernel's layer")
-    over.legend(loc="lower right", fontsize=8)
+    over.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
