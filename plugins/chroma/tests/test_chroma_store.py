@@ -30,12 +30,14 @@ class TestChromaServerConformance(VectorStoreContract):
         await store.aclose()
 
 
+@pytest.fixture(scope="class")
+def database_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One database directory per test class (a class-scoped fixture outside the class, as pytest wants)."""
+    return tmp_path_factory.mktemp("chroma-embedded")
+
+
 class TestChromaPersistentConformance(VectorStoreContract):
     """The embedded persistent client, one database directory for the whole class."""
-
-    @pytest.fixture(scope="class")
-    def database_dir(self, tmp_path_factory: pytest.TempPathFactory) -> Path:
-        return tmp_path_factory.mktemp("chroma-embedded")
 
     @pytest.fixture
     async def vector_store(self, database_dir: Path) -> AsyncIterator[ChromaStore]:
