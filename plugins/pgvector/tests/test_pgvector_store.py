@@ -355,7 +355,8 @@ async def test_kept_connections_never_starve_a_call_waiting_on_the_pool(postgres
 async def test_kept_connections_go_back_to_the_pool(
     postgres: PostgresService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A kept connection returns to the pool once KEEP_SECONDS pass, and a broken one is never kept."""
+    """A kept connection returns to the pool once KEEP_SECONDS pass, used or not, and a broken
+    one is never kept."""
     store = create_store(dsn=postgres.uri, schema="keep2", pool_min_size=1, pool_max_size=2)
     try:
         await store.create_index("docs", DIM, "cosine")
@@ -368,6 +369,16 @@ async def test_kept_connections_go_back_to_the_pool(
         assert store._idle == []
         assert pool.get_stats()["pool_available"] == 1
         monkeypatch.setattr(store_module, "KEEP_SECONDS", 60.0)
+        await store.count("docs")
+        (kept,) = store._idle
+        # Kept unused for two minutes, and past the pool's max_lifetime: the next call hands it
+        # back before using it, the pool retires it, and the call runs on a fresh connection.
+        store._taken[kept] -= 120
+        kept._expire_at = 0.0  # type: ignore[attr-defined]  # psycopg_pool's per-connection deadline
+        await store.count("docs")
+        assert kept.closed
+        assert len(store._idle) == 1
+        assert store._idle[0] is not kept
         conn = await store._acquire()
         await conn.close()  # as when the server goes away
         await store._release(conn)

@@ -188,8 +188,11 @@ class PgVectorStore:
         only while no call of this store waits on the pool, and go back to it within
         :data:`KEEP_SECONDS`, so the pool's size limit, timeouts and recycling all still hold.
         """
-        if self._idle:
-            return self._idle.pop()
+        while self._idle:
+            conn = self._idle.pop()
+            if time.monotonic() - self._taken[conn] <= KEEP_SECONDS:
+                return conn
+            await self._give_back(conn)  # kept long enough: let the pool check, recycle or reuse it
         self._waiting += 1
         try:
             pool = await self._get_pool()
@@ -215,13 +218,17 @@ class PgVectorStore:
             or conn.info.transaction_status is not TransactionStatus.IDLE
             or time.monotonic() - self._taken[conn] > KEEP_SECONDS
         ):
-            del self._taken[conn]
-            if self._pool is not None:
-                await self._pool.putconn(conn)
-            else:  # closed meanwhile
-                await conn.close()
+            await self._give_back(conn)
         else:
             self._idle.append(conn)
+
+    async def _give_back(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Return ``conn`` to the pool (or close it if the pool is gone)."""
+        del self._taken[conn]
+        if self._pool is not None:
+            await self._pool.putconn(conn)
+        else:  # closed meanwhile
+            await conn.close()
 
     @asynccontextmanager
     async def _connection(self, transaction: bool = True) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -602,7 +609,7 @@ class PgVectorStore:
         async with self._opening:
             if self._pool is not None:
                 while self._idle:
-                    await self._release(self._idle.pop())
+                    await self._give_back(self._idle.pop())
                 await self._pool.close()
                 self._pool = None
 
