@@ -518,15 +518,10 @@ class PgVectorStore:
         self, statement: sql.Composed | bytes, args: list[Any], settings: dict[str, str]
     ) -> list[Any]:
         """Run a search on a connection given ``settings``; errors become :class:`VectorStoreError`."""
-        conn = await self._acquire()
-        try:
+        async with self._connection(transaction=False) as conn:
             await self._tune_search(conn, settings)
             cur = await conn.execute(statement, args)
             return await cur.fetchall()
-        except psycopg.Error as exc:
-            raise VectorStoreError(f"vector store 'pgvector': {type(exc).__name__}: {exc}") from exc
-        finally:
-            await self._release(conn)
 
     def _search_settings(
         self, table: _Table, top_k: int, opts: dict[str, Any], iterate: object
