@@ -325,10 +325,13 @@ async def test_hook_register_client_transports(kernel_with):
 async def test_hook_register_auth_providers(kernel_with):
     plugin = load_example("hooks/register_auth_providers.py")
     kernel = kernel_with(plugin, settings={"api-keys": {"keys": {"s3cret": "ada"}}})
-    provider = kernel.auth_providers.get("api-keys")(kernel.settings("api-keys"))
+    provider = kernel.auth_provider("api-keys")
     info = await provider.verify("s3cret")
     assert info == toolkernel.AuthInfo(subject="ada", client_id="api-key", scopes=("tools",))
     assert await provider.verify("wrong") is None
+    override = kernel.auth_provider("api-keys", keys={"other": "bob"})  # call options win
+    assert await override.verify("s3cret") is None
+    assert (await override.verify("other")).subject == "bob"
 
 
 @pytest.mark.anyio
@@ -595,8 +598,8 @@ def test_hook_register_settings(kernel_with, monkeypatch):
     with pytest.raises(toolkernel.ConfigError) as caught:
         kernel_with(plugin).check()
     assert str(caught.value) == (
-        "settings of plugin 'greeter' are invalid: plugins.greeter.exclaim: "
-        "Input should be less than or equal to 5"
+        "settings of plugin 'greeter' are invalid: [plugins.greeter] exclaim from "
+        "TOOLKERNEL_GREETER_EXCLAIM: Input should be less than or equal to 5"
     )
 
 
@@ -739,6 +742,32 @@ def test_guide_configuration_file(hello_installed):
     assert anyio.run(MCPServer("s", kernel=kernel).execute_tool, "hello", {"name": "Ada"}) == "Hi, Ada!"
 
 
+@pytest.mark.anyio
+async def test_guide_settings_build_a_factory(monkeypatch):
+    plugin = load_example("settings/keyword_boost.py")
+    path = EXAMPLES / "settings" / "toolkernel.toml"
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    reranker = kernel.reranker("keyword-boost")
+    assert isinstance(reranker, plugin.KeywordBoost)
+    assert (reranker.keywords, reranker.weight) == (["pgvector", "hnsw"], 2.5)
+    passages = ["HNSW in pgvector", "a pgvector index", "bananas"]
+    assert await reranker.score("index", passages) == [5.0, 3.5, 0.0]
+    assert kernel.reranker("keyword-boost", weight=1).weight == 1  # the call's options win
+    monkeypatch.setenv("TOOLKERNEL_KEYWORD_BOOST_KEYWORDS", '["bananas"]')
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    assert kernel.reranker("keyword-boost").keywords == ["bananas"]
+    monkeypatch.setenv("TOOLKERNEL_KEYWORD_BOOST_WEIGHT", "0")
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    with pytest.raises(toolkernel.ConfigError) as caught:
+        kernel.check()
+    assert str(caught.value) == (
+        "settings of plugin 'keyword-boost' are invalid: [plugins.keyword-boost] weight from "
+        "TOOLKERNEL_KEYWORD_BOOST_WEIGHT: Input should be greater than 0"
+    )
+    # Built directly, without a kernel, from a model the caller makes.
+    assert plugin.KeywordBoost(plugin.BoostSettings(weight=2)).weight == 2
+
+
 def test_guide_bad_settings_stop_serve(hello_installed, monkeypatch, capsys):
     from toolkernel.cli import main
 
@@ -748,8 +777,8 @@ def test_guide_bad_settings_stop_serve(hello_installed, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     assert main(["serve", "docs/examples/echo_server.py:app"]) == 2
     assert capsys.readouterr().err == (
-        "toolkernel: error: settings of plugin 'hello' are invalid: plugins.hello.emoji: "
-        "Input should be a valid boolean, unable to interpret input\n"
+        "toolkernel: error: settings of plugin 'hello' are invalid: [plugins.hello] emoji from "
+        "TOOLKERNEL_HELLO_EMOJI: Input should be a valid boolean, unable to interpret input\n"
     )
 
 
