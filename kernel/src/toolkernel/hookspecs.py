@@ -38,6 +38,30 @@ if TYPE_CHECKING:
     )
     from toolkernel.server import MCPServer
 
+__all__ = [
+    "on_server_start",
+    "on_server_stop",
+    "on_session_start",
+    "on_session_stop",
+    "on_tool_error",
+    "on_tool_input_available",
+    "on_tool_input_delta",
+    "on_tool_input_start",
+    "on_tool_output",
+    "register_auth_providers",
+    "register_client_transports",
+    "register_commands",
+    "register_embedders",
+    "register_prompts",
+    "register_rerankers",
+    "register_resources",
+    "register_server_transports",
+    "register_settings",
+    "register_tool_middleware",
+    "register_tools",
+    "register_vector_stores",
+]
+
 _spec = pluggy.HookspecMarker("toolkernel")
 
 

@@ -32,6 +32,24 @@ if TYPE_CHECKING:
     from toolkernel.transports import ClientTransportFactory, ServerTransportFactory
     from toolkernel.vectors import VectorStoreFactory
 
+__all__ = [
+    "AuthProviderRegistry",
+    "ClientTransportRegistry",
+    "ClientTransportSpec",
+    "EmbedderRegistry",
+    "Entry",
+    "MiddlewareRegistry",
+    "OriginResolver",
+    "PromptRegistry",
+    "Registry",
+    "RerankerRegistry",
+    "ResourceRegistry",
+    "ServerTransportRegistry",
+    "SettingsRegistry",
+    "ToolRegistry",
+    "VectorStoreRegistry",
+]
+
 T = TypeVar("T")
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-/]*$")
