@@ -224,7 +224,7 @@ def anchors(markdown: str) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for _, title, _ in sections(markdown)}
 
 
-@pytest.mark.parametrize("doc", OWNED_DOCS, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("doc", DOCS_WITH_EXAMPLES, ids=lambda p: str(p.relative_to(DOCS)))
 def test_relative_links_resolve(doc):
     for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text(doc)):
         if "://" in target or target.startswith("mailto:"):
