@@ -76,7 +76,11 @@ def _no_ambient_configuration(monkeypatch):
 
 def load_example(relative: str) -> ModuleType:
     """Import ``docs/examples/<relative>`` as a fresh module (its module-level state starts empty)."""
-    path = EXAMPLES / relative
+    return load_module(EXAMPLES / relative)
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import the file at ``path`` as a fresh module."""
     name = f"docs_example_{path.stem}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
@@ -196,6 +200,19 @@ def test_hook_sections_follow_the_spec_order_and_banners():
             documented.append((current_group, title))
     expected = [(group, hook) for group, hooks in spec_banners() for hook in hooks]
     assert documented == expected
+
+
+def test_hook_reference_is_generated_from_the_hookspec_docstrings(monkeypatch):
+    hookref = load_module(DOCS / "hookref.py")
+    current = text(HOOKS_MD)
+    assert hookref.rewrite(current) == current, "hooks.md is stale: run python docs/hookref.py"
+    # The check bites: a docstring edited in hookspecs.py makes the page stale.
+    specs = hookref.hook_specs()
+    signature, docstring = specs["register_tools"]
+    specs["register_tools"] = (signature, docstring.replace("Contribute tools", "Add tools"))
+    monkeypatch.setattr(hookref, "hook_specs", lambda: specs)
+    assert "Add tools to every" in hookref.rewrite(current)
+    assert hookref.rewrite(current) != current
 
 
 @pytest.mark.parametrize("hook", hook_names())
