@@ -330,13 +330,16 @@ class Kernel:
     def check(self) -> None:
         """Fill every registry and validate every plugin's settings now, not on first use.
 
-        Also fails when a factory was registered with ``settings="NAME"`` but no plugin
-        declared settings ``NAME``.
+        A section with required fields that nothing sets (no table, no environment
+        variable) is left for first use, so an installed plugin nobody configured does not
+        stop the others; one that is set at all must be valid. Also fails when a factory
+        was registered with ``settings="NAME"`` but no plugin declared settings ``NAME``.
         """
         for attr in _REGISTRY_ATTRS:
             getattr(self, attr)
         for name in self.settings_models:
-            self.settings(name)
+            if self._settings_given(name) or not _has_required_fields(self.settings_models.get(name)):
+                self.settings(name)
         for registry in self._factory_registries():
             for entry in registry.entries():
                 if entry.settings is not None and entry.settings not in self.settings_models:
@@ -344,6 +347,13 @@ class Kernel:
                         f"{registry.kind} {entry.name!r} (from {entry.origin}) is built with settings "
                         f"{entry.settings!r}, but no plugin declares them through register_settings"
                     )
+
+    def _settings_given(self, name: str) -> bool:
+        """Whether a table or an environment variable sets anything in section ``name``."""
+        from toolkernel.config import env_prefix
+
+        prefix = env_prefix(name)
+        return bool(self._raw_settings.get(name)) or any(var.startswith(prefix) for var in os.environ)
 
     def _factory_registries(self) -> list[Registry[Any]]:
         return [
@@ -544,6 +554,10 @@ _REGISTRY_ATTRS = (
     "settings_models",
     "commands",
 )
+
+
+def _has_required_fields(model: type[BaseModel]) -> bool:
+    return any(field.is_required() for field in model.model_fields.values())
 
 
 def _implemented_hooks(plugin: object) -> list[str]:
