@@ -330,15 +330,15 @@ class Kernel:
     def check(self) -> None:
         """Fill every registry and validate every plugin's settings now, not on first use.
 
-        A section with required fields that nothing sets (no table, no environment
-        variable) is left for first use, so an installed plugin nobody configured does not
-        stop the others; one that is set at all must be valid. Also fails when a factory
+        A section that nothing sets (no table, no environment variable) is left for first
+        use, so an installed plugin nobody configured does not stop the others; one that is
+        set at all must be valid. Also fails when a factory
         was registered with ``settings="NAME"`` but no plugin declared settings ``NAME``.
         """
         for attr in _REGISTRY_ATTRS:
             getattr(self, attr)
         for name in self.settings_models:
-            if self._settings_given(name) or not _has_required_fields(self.settings_models.get(name)):
+            if self._settings_given(name):
                 self.settings(name)
         for registry in self._factory_registries():
             for entry in registry.entries():
@@ -554,10 +554,6 @@ _REGISTRY_ATTRS = (
     "settings_models",
     "commands",
 )
-
-
-def _has_required_fields(model: type[BaseModel]) -> bool:
-    return any(field.is_required() for field in model.model_fields.values())
 
 
 def _implemented_hooks(plugin: object) -> list[str]:
