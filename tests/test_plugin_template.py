@@ -85,13 +85,26 @@ def test_generated_plugin_passes_its_own_tests(generated, kind):
     assert "skipped" not in done.stdout, done.stdout[-2000:]
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_generated_code_is_lint_clean(tmp_path, kind):
-    target = tmp_path / "plugin"
-    new_plugin("lint-me", kind, target)
-    done = _run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], target, 120)
+@pytest.mark.timeout(600)
+def test_generated_code_is_lint_and_type_clean(tmp_path):
+    for kind in KINDS:
+        new_plugin(f"lint-{kind}", kind, tmp_path / kind)
+    done = _run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], tmp_path, 120)
     assert done.returncode == 0, done.stdout
-    done = _run([sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "."], target, 120)
+    done = _run([sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "."], tmp_path, 120)
+    assert done.returncode == 0, done.stdout
+    # mypy --strict on every package: registering a typed factory must type-check as written.
+    packages = [arg for kind in KINDS for arg in ("-p", f"toolkernel_lint_{kind}")]
+    env_path = os.pathsep.join(str(tmp_path / kind / "src") for kind in KINDS)
+    mypy = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / ".mypy"), *packages]
+    done = subprocess.run(
+        mypy,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=500,
+        env={**os.environ, "MYPYPATH": env_path},
+    )
     assert done.returncode == 0, done.stdout
 
 

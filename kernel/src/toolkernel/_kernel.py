@@ -457,11 +457,12 @@ class Kernel:
 
         if name is None:
             name = self.client_transports.for_target(target if isinstance(target, str) else "")
-        spec = self.client_transports.get(name)
+        factory: Callable[..., AbstractAsyncContextManager[TransportStreams]] = self.client_transports.get(
+            name
+        ).factory
         if self.client_transports.settings_of(name) is None:
-            return spec.factory(target, options or ClientTransportOptions())
+            return factory(target, options or ClientTransportOptions())
         settings = self._factory_settings(self.client_transports, name, {})
-        factory: Callable[..., AbstractAsyncContextManager[TransportStreams]] = spec.factory
         return factory(target, options or ClientTransportOptions(), settings)
 
     # -- events ---------------------------------------------------------------------------

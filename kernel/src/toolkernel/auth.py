@@ -32,4 +32,5 @@ class AuthProvider(Protocol):
     async def verify(self, token: str) -> AuthInfo | None: ...
 
 
-AuthProviderFactory = Callable[[BaseModel | None], AuthProvider]
+AuthProviderFactory = Callable[[Any], AuthProvider]
+"""``factory(settings)``: the plugin's validated settings model, or ``None`` when registered without."""
