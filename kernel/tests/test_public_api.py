@@ -186,6 +186,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "find_config",
         "load_config",
         "plugin_settings",
+        "section_variables",
     ],
     "toolkernel.context": [
         "Elicitation",
