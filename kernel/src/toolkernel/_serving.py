@@ -27,6 +27,7 @@ from toolkernel.calls import ToolCaller
 from toolkernel.context import InputRequired, ToolContext, encode_state
 from toolkernel.events import SessionEvent
 from toolkernel.resources import call_maybe_async
+from toolkernel.wire import answering
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, ServerRequestContext
@@ -194,6 +195,7 @@ class _Handlers:
         tool = self.app.tools.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
+        answering(f"tool {tool.name!r}")
         values = params.meta.get(CONTEXT_META_KEY) if params.meta else None
         tctx = ToolContext(
             server=self.server,

@@ -21,6 +21,7 @@ from mcp_types import jsonrpc_message_adapter
 
 from toolkernel.errors import ConfigError
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
+from toolkernel.wire import encode_message
 
 if TYPE_CHECKING:
     from toolkernel.transports import ClientTransportOptions, ServeOptions, ServingApp, TransportStreams
@@ -93,10 +94,14 @@ class LineWriteStream(WriteStreamBase):
         self._pending: list[bytes] = []
 
     async def send(self, item: SessionMessage, /) -> None:
-        """Serialize and queue ``item``; :class:`anyio.BrokenResourceError` if the pipe closed."""
+        """Serialize and queue ``item``; :class:`anyio.BrokenResourceError` if the pipe closed.
+
+        A result JSON cannot encode raises ``MCPError`` (see :mod:`toolkernel.wire`) before
+        anything is queued; the dispatcher then sends the request's error instead.
+        """
         if self._transport.is_closing():
             raise anyio.BrokenResourceError("stdio pipe is closed")
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        data = encode_message(item.message) + b"\n"
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending.append(data)

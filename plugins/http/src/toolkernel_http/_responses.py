@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from mcp_types import INVALID_REQUEST, JSONRPCMessage
+from mcp_types import INVALID_REQUEST
 from starlette.types import Send
 
 SSE_HEADERS = [
@@ -50,17 +50,14 @@ async def send_too_large(send: Send, limit: int) -> None:
     await send_error(send, 413, f"Payload Too Large: the limit is {limit} bytes")
 
 
-def sse_event(
-    message: JSONRPCMessage | None, event_id: str | None = None, retry_ms: int | None = None
-) -> bytes:
-    """One SSE event: a JSON-RPC message (``event: message``), or a priming event when ``None``."""
+def sse_event(data: bytes | None, event_id: str | None = None, retry_ms: int | None = None) -> bytes:
+    """One SSE event: an encoded JSON-RPC message (``event: message``), or a priming event when ``None``."""
     lines = []
-    if message is not None:
+    if data is not None:
         lines.append(b"event: message")
     if event_id is not None:
         lines.append(b"id: " + event_id.encode())
     if retry_ms is not None:
         lines.append(b"retry: %d" % retry_ms)
-    data = b"" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-    lines.append(b"data: " + data)
+    lines.append(b"data: " + (data or b""))
     return b"\n".join(lines) + b"\n\n"

@@ -43,7 +43,6 @@ from mcp_types import (
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
-    JSONRPCMessage,
     JSONRPCRequest,
     JSONRPCResponse,
     jsonrpc_message_adapter,
@@ -54,6 +53,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
+from toolkernel.wire import encode_message
 from toolkernel_http._events import SessionScopedEventStore
 from toolkernel_http._responses import SSE_HEADERS, send_error, send_json, sse_event
 
@@ -105,10 +105,10 @@ class _JSONSink:
 
     def __init__(self) -> None:
         self.closed = anyio.Event()
-        self.answer: JSONRPCMessage | None = None
+        self.answer: bytes | None = None
 
-    def deliver(self, message: JSONRPCMessage) -> None:
-        self.answer = message
+    def deliver(self, answer: bytes) -> None:
+        self.answer = answer
         self.closed.set()
 
 
@@ -183,6 +183,9 @@ class Session(WriteStreamBase):
         else:
             stream = GET_STREAM
         final = stream != GET_STREAM and isinstance(message, JSONRPCResponse | JSONRPCError)
+        # Encode before anything changes: a result that cannot be encoded raises, and the
+        # dispatcher sends its error down the same, still open, stream.
+        data = encode_message(message)
         async with self.lock:
             event_id = await self.event_store.store_event(stream, message) if self.event_store else None
             sink = self.sinks.get(stream)
@@ -194,9 +197,9 @@ class Session(WriteStreamBase):
                     self.failed_to_open = isinstance(message, JSONRPCError)
             if isinstance(sink, _JSONSink):
                 if final:
-                    sink.deliver(message)
+                    sink.deliver(data)
             elif sink is not None:
-                await sink.write(sse_event(message, event_id), last=final)
+                await sink.write(sse_event(data, event_id), last=final)
                 if sink.closed.is_set():
                     self.sinks.pop(stream, None)
 
@@ -387,8 +390,7 @@ class SessionTable:
             if waiter.answer is None:
                 await send_error(send, 500, "Session terminated before the request completed", INTERNAL_ERROR)
             else:
-                body = waiter.answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
-                await send_json(send, 200, body, session.headers)
+                await send_json(send, 200, waiter.answer, session.headers)
             return
         priming = await session.prime(stream, version)
         await _start_sse(send, session)
@@ -476,7 +478,7 @@ class SessionTable:
         assert session.event_store is not None
 
         async def replay(event: Any) -> None:
-            await sink.write(sse_event(event.message, event.event_id))
+            await sink.write(sse_event(encode_message(event.message), event.event_id))
 
         async with session.lock:
             stream = await session.event_store.replay_events_after(last_event_id, replay)
