@@ -23,7 +23,7 @@ from mcp.server.streamable_http import EventStore
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, State
 from starlette.middleware.cors import CORSMiddleware
@@ -33,7 +33,7 @@ from starlette.types import Message, Receive, Scope, Send
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
-from toolkernel_http._responses import send_error, send_too_large
+from toolkernel_http._responses import screen, send_error, send_refusal, send_too_large
 from toolkernel_http._sessions import SessionTable
 
 if TYPE_CHECKING:
@@ -215,6 +215,21 @@ class _StreamableEndpoint:
         if self.sessions is not None and _handshake_era(scope):
             await self.sessions.handle(scope, receive, send, body)
             return
+        if version is not None:
+            # Stateless 2025 era, not a request the direct path serves: refuse what is not a
+            # valid message here, as the SDK would take a request with a bad id for a notification.
+            message, refused = screen(body)
+            if message is None:
+                await send_refusal(send, refused)
+                return
+        if (unsupported := _unsupported_version(scope)) is not None:
+            supported = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
+            await send_error(
+                send,
+                400,
+                f"Bad Request: unsupported MCP-Protocol-Version {unsupported!r}; supported: {supported}",
+            )
+            return
         if scope["method"] == "POST":
             receive = _fastpath.replaying(body, receive)
         await self.manager.handle_request(scope, receive, send)
@@ -234,6 +249,15 @@ class _LegacySSEEndpoint:
                 await self.serving.run_session(read, write, transport="sse")
             else:
                 await self.server.run(read, write, self.server.create_initialization_options())
+
+
+def _unsupported_version(scope: Scope) -> str | None:
+    """The request's ``MCP-Protocol-Version`` when it names no version this server speaks."""
+    for key, value in scope["headers"]:
+        if key == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+            return None if version in SUPPORTED_PROTOCOL_VERSIONS else version
+    return None
 
 
 def _handshake_era(scope: Scope) -> bool:

@@ -5,8 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from mcp_types import INVALID_REQUEST
+from mcp_types import (
+    INVALID_REQUEST,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 from starlette.types import Send
+
+from toolkernel.wire import encode_message, misplaced_id, refusal
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -43,6 +52,31 @@ async def send_error(
     """Send a complete response whose body is a JSON-RPC error with no id."""
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     await send_json(send, status, json.dumps(error).encode(), headers)
+
+
+def screen(body: bytes) -> tuple[JSONRPCMessage | None, JSONRPCError | None]:
+    """``body`` as a JSON-RPC message, or else the error answering it (neither: a malformed response).
+
+    A request whose id has a type MCP does not allow validates as a notification; it is
+    refused here, so it is never taken for one.
+    """
+    try:
+        message = jsonrpc_message_adapter.validate_json(body, by_name=False)
+    except ValidationError as exc:
+        return None, refusal(body, exc)
+    if type(message) is JSONRPCNotification and (error := misplaced_id(body)) is not None:
+        return None, error
+    return message, None
+
+
+async def send_refusal(
+    send: Send, error: JSONRPCError | None, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer a POST that is not a valid message: ``400`` with ``error``; ``202`` when none is due."""
+    if error is None:
+        await send_json(send, 202, b"", headers)
+    else:
+        await send_json(send, 400, encode_message(error), headers)
 
 
 async def send_too_large(send: Send, limit: int) -> None:

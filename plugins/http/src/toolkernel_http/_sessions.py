@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 import anyio
-import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
     AuthorizationContext,
@@ -39,23 +38,19 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
-    INVALID_PARAMS,
-    PARSE_ERROR,
     ErrorData,
     JSONRPCError,
     JSONRPCRequest,
     JSONRPCResponse,
-    jsonrpc_message_adapter,
 )
 from mcp_types.version import is_version_at_least
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
 from toolkernel.wire import encode_message
 from toolkernel_http._events import SessionScopedEventStore
-from toolkernel_http._responses import SSE_HEADERS, send_error, send_json, sse_event
+from toolkernel_http._responses import SSE_HEADERS, screen, send_error, send_json, send_refusal, sse_event
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -328,13 +323,9 @@ class SessionTable:
             need = "application/json" if self.json_response else "both application/json and text/event-stream"
             await send_error(send, 406, f"Not Acceptable: Client must accept {need}", -32600)
             return
-        try:
-            message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
-        except ValidationError as exc:
-            await send_error(send, 400, f"Validation error: {exc}", INVALID_PARAMS)
-            return
-        except ValueError as exc:
-            await send_error(send, 400, f"Parse error: {exc}", PARSE_ERROR)
+        message, refused = screen(body)
+        if message is None:
+            await send_refusal(send, refused)
             return
         opening = isinstance(message, JSONRPCRequest) and message.method == "initialize"
         if opening and session_id is None:
