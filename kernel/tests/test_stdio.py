@@ -260,6 +260,29 @@ async def test_unencodable_result_is_an_internal_error_naming_the_tool(tmp_path)
     assert code == 0
 
 
+@pytest.mark.anyio
+async def test_reinitialize_is_refused_and_the_session_keeps_its_version():
+    server = await RawServer.start(ECHO_TARGET)
+    try:
+        await server.initialize()
+        params = {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {},
+            "clientInfo": {"name": "again", "version": "0"},
+        }
+        again = await server.request(1, "initialize", params)
+        broken = await server.request(2, "initialize", {"protocolVersion": 7})
+        echoed = await server.request(3, "tools/call", {"name": "echo", "arguments": {"text": "intact"}})
+        code, _ = await server.close_and_wait()
+    finally:
+        server.kill()
+    assert again["error"]["code"] == -32600
+    assert "already initialized" in again["error"]["message"]
+    assert broken["error"]["code"] == -32600
+    assert echoed["result"]["content"][0]["text"] == "intact"
+    assert code == 0
+
+
 def test_server_exits_at_once_when_stdin_is_dev_null():
     done = subprocess.run(
         [*SERVE, ECHO_TARGET],

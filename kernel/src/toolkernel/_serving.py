@@ -124,7 +124,7 @@ class ServingAppImpl:
                 on_set_logging_level=handlers.set_logging_level,
                 on_subscriptions_listen=ListenHandler(s.subscription_bus),
             )
-        proto.middleware = [RequestSpans(), _TrackConnections(s)]
+        proto.middleware = [RequestSpans(), _TrackConnections(s), _OneHandshake()]
         return proto
 
     @cached_property
@@ -167,6 +167,25 @@ class _TrackConnections:
         connection = connection_of(ctx)
         if connection is not None:
             self._live.add(connection)
+        return await call_next(ctx)
+
+
+class _OneHandshake:
+    """SDK middleware refusing ``initialize`` on a connection an earlier one initialized.
+
+    A second handshake must not change the session's protocol version or client info,
+    and a transport must not take its failure for the failure of the session.
+    """
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        if ctx.method == "initialize":
+            connection = connection_of(ctx)
+            if connection is not None and connection.client_params is not None:
+                raise MCPError(
+                    types.INVALID_REQUEST,
+                    "Invalid Request: the session is already initialized; open a new session "
+                    "to initialize again",
+                )
         return await call_next(ctx)
 
 

@@ -14,6 +14,7 @@ import pytest
 from toolkernel import Kernel, MCPServer, ToolContext
 from toolkernel_http import asgi_app
 
+from . import _raw as raw
 from .conftest import initialize, serving
 
 pytestmark = pytest.mark.anyio
@@ -268,3 +269,32 @@ async def test_without_an_event_store_last_event_id_opens_the_plain_stream() -> 
             async with http.stream("GET", url, headers={**get, "last-event-id": "17"}) as stream:
                 assert stream.status_code == 200
                 assert (await http.get(url, headers=get)).status_code == 409
+
+
+@pytest.mark.parametrize("json_response", [False, True])
+async def test_reinitialize_is_refused_and_leaves_the_session_intact(
+    tk_server: MCPServer, json_response: bool
+) -> None:
+    """A second ``initialize`` on an established session, valid or not, is refused with an error
+    carrying its id; the session keeps its protocol version and keeps serving."""
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(tk_server, json_response=json_response)) as base,
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            url = f"{base}/mcp"
+            session = await raw.open_session(client, url, "2025-11-25")
+            invalid = {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": 7}}
+            refused_invalid = raw.answer(await raw.post(client, url, invalid, session), 5)
+            valid = initialize("2025-03-26", request_id=6)
+            refused_valid = raw.answer(await raw.post(client, url, valid, session), 6)
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+            call["params"] = {"name": "echo", "arguments": {"text": "intact"}}
+            after = await raw.post(client, url, call, session)
+    assert refused_invalid["error"]["code"] == -32600
+    assert "already initialized" in refused_invalid["error"]["message"]
+    assert refused_valid["error"]["code"] == -32600
+    assert raw.answer(after, 7)["result"]["content"][0]["text"] == "intact"
+    if not json_response:
+        # Still a 2025-11-25 session: its streams open with a priming event.
+        assert after.text.startswith("id: ")

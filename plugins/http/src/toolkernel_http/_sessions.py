@@ -327,8 +327,10 @@ class SessionTable:
         if message is None:
             await send_refusal(send, refused)
             return
-        opening = isinstance(message, JSONRPCRequest) and message.method == "initialize"
-        if opening and session_id is None:
+        opening = (
+            isinstance(message, JSONRPCRequest) and message.method == "initialize" and session_id is None
+        )
+        if opening:
             session = await self._open(request)
             if session is None:
                 await send_error(send, 503, "Too many open sessions", INTERNAL_ERROR)
@@ -356,7 +358,7 @@ class SessionTable:
         )
         session.in_flight += 1
         try:
-            await self._serve_request(session, request, message, version, send)
+            await self._serve_request(session, request, message, version, send, opening=opening)
         except SessionGone:
             await send_error(send, 404, _NO_SESSION)
         finally:
@@ -366,11 +368,20 @@ class SessionTable:
             self._terminate(session)  # an initialize that failed leaves no session behind
 
     async def _serve_request(
-        self, session: Session, request: Request, message: JSONRPCRequest, version: str, send: Send
+        self,
+        session: Session,
+        request: Request,
+        message: JSONRPCRequest,
+        version: str,
+        send: Send,
+        *,
+        opening: bool,
     ) -> None:
         stream = str(message.id)
         metadata = self._metadata(session, request, message, stream, version)
-        if message.method == "initialize":
+        if opening:
+            # Only the initialize that opened the session decides its fate; a later one is
+            # refused by the server and leaves the session as it was.
             session.opening = stream
         session.live.add(stream)
         if self.json_response:
