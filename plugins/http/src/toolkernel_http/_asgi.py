@@ -115,8 +115,16 @@ def asgi_app(
     sessions: SessionTable | None = None
     if not opts.stateless:
         event_store: EventStore | None = None
-        if opts.resumable:
-            event_store = opts.event_store if opts.event_store is not None else InMemoryEventStore()
+        if opts.resumable and not opts.json_response:  # a JSON body can never be resumed
+            event_store = (
+                opts.event_store
+                if opts.event_store is not None
+                else InMemoryEventStore(
+                    max_bytes=opts.event_retention_bytes,
+                    max_session_bytes=opts.session_event_bytes,
+                    max_age_s=opts.event_retention_s,
+                )
+            )
         sessions = SessionTable(
             protocol_server,
             serving,

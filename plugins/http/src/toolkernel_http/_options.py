@@ -29,6 +29,19 @@ class HTTPServerOptions(BaseModel):
         None,
         description="An mcp EventStore backing resumability; default: an InMemoryEventStore per app.",
     )
+    event_retention_bytes: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description="Bytes of events the default in-memory event store keeps, all sessions together.",
+    )
+    session_event_bytes: int = Field(
+        8 * 1024 * 1024,
+        gt=0,
+        description="Bytes of events the default event store keeps per session (its oldest go first).",
+    )
+    event_retention_s: float = Field(
+        300.0, gt=0, description="Seconds the default event store keeps an event a client may resume from."
+    )
     retry_ms: int | None = Field(
         1000, ge=0, description="SSE `retry` sent in priming events: how long clients wait to reconnect."
     )

@@ -143,7 +143,7 @@ class Session(WriteStreamBase):
     id: str
     owner: AuthorizationContext | None
     json_response: bool
-    event_store: EventStore | None
+    event_store: SessionScopedEventStore | None
     retry_ms: int | None
     inbox: _Inbox = field(default_factory=_Inbox)
     sinks: dict[str, _Sink | _JSONSink] = field(default_factory=dict)
@@ -182,7 +182,8 @@ class Session(WriteStreamBase):
         # dispatcher sends its error down the same, still open, stream.
         data = encode_message(message)
         async with self.lock:
-            event_id = await self.event_store.store_event(stream, message) if self.event_store else None
+            store = self.event_store if not self.terminated else None
+            event_id = await store.store_event(stream, message, len(data)) if store is not None else None
             sink = self.sinks.get(stream)
             if final:
                 self.sinks.pop(stream, None)
@@ -541,6 +542,8 @@ class SessionTable:
         session.terminated = True
         self.sessions.pop(session.id, None)
         session.scope.cancel()
+        if session.event_store is not None:
+            session.event_store.release()  # nobody can resume an ended session
 
     async def _reap_idle(self) -> None:
         """End sessions with nothing in flight and no open stream for ``idle_timeout`` seconds."""
