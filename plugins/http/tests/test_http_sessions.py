@@ -134,6 +134,7 @@ async def test_session_cap_answers_503_and_frees_on_delete() -> None:
         ):
             url = f"{base}/mcp"
             headers = await _open(http, url)
+            assert (await _answer(http, url, headers, _call(1, "echo", {"text": "in use"})))["result"]
             init = initialize()
             refused = await http.post(url, json=init, headers=ACCEPT)
             assert refused.status_code == 503
@@ -143,6 +144,62 @@ async def test_session_cap_answers_503_and_frees_on_delete() -> None:
                 await http.post(url, json=_call(1, "echo", {"text": "x"}), headers=headers)
             ).status_code == 404
             await _open(http, url)
+
+
+async def test_abandoned_sessions_never_lock_out_a_new_client() -> None:
+    """A flood of sessions that never make a second request cannot fill the table: at the cap
+    the oldest of them makes room, so a well-behaved client is still served."""
+    with anyio.fail_after(TIMEOUT_S):
+        app = asgi_app(_server(), max_sessions=20)
+        async with serving(app) as base, httpx.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            for _ in range(60):
+                response = await http.post(url, json=initialize(), headers=ACCEPT)
+                assert response.status_code == 200, response.text
+            assert app.sessions is not None
+            assert len(app.sessions.sessions) == 20
+            headers = await _open(http, url)
+            assert (await _answer(http, url, headers, _call(1, "echo", {"text": "served"})))["result"]
+            # Sessions in use are never taken: the flood now only recycles its own.
+            for _ in range(40):
+                assert (await http.post(url, json=initialize(), headers=ACCEPT)).status_code == 200
+            assert (await _answer(http, url, headers, _call(2, "echo", {"text": "still"})))["result"]
+
+
+async def test_per_client_quota_answers_429_and_leaves_others_served() -> None:
+    """One client (here: one address) holds at most ``max_sessions_per_client`` sessions in use."""
+    with anyio.fail_after(TIMEOUT_S):
+        transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+        async with (
+            serving(asgi_app(_server(), max_sessions_per_client=2)) as base,
+            httpx.AsyncClient(timeout=30) as http,
+            httpx.AsyncClient(timeout=30, transport=transport) as other,
+        ):
+            url = f"{base}/mcp"
+            for request_id in range(2):
+                headers = await _open(http, url)
+                assert (await _answer(http, url, headers, _call(request_id, "echo", {"text": "x"})))["result"]
+            refused = await http.post(url, json=initialize(), headers=ACCEPT)
+            other_headers = await _open(other, url)
+            served = await _answer(other, url, other_headers, _call(9, "echo", {"text": "other"}))
+    assert refused.status_code == 429
+    assert "max_sessions_per_client" in json.loads(refused.content)["error"]["message"]
+    assert served["result"]["content"][0]["text"] == "other"
+
+
+async def test_session_that_never_makes_a_second_request_is_reaped_early() -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        app = asgi_app(_server(), unused_session_timeout=0.3)
+        async with serving(app) as base, httpx.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            unused = await _open(http, url)
+            used = await _open(http, url)
+            assert (await _answer(http, url, used, _call(1, "echo", {"text": "hi"})))["result"]
+            await anyio.sleep(1.0)
+            gone = await http.post(url, json=_call(2, "echo", {"text": "hi"}), headers=unused)
+            kept = await _answer(http, url, used, _call(3, "echo", {"text": "hi"}))
+    assert gone.status_code == 404
+    assert kept["result"]["content"][0]["text"] == "hi"
 
 
 async def test_cancelled_request_ends_its_stream_and_the_session_goes_on() -> None:

@@ -133,6 +133,8 @@ def asgi_app(
             retry_ms=opts.retry_ms,
             idle_timeout=opts.session_idle_timeout,
             max_sessions=opts.max_sessions,
+            max_sessions_per_client=opts.max_sessions_per_client,
+            unused_timeout=opts.unused_session_timeout,
             lifespan_state=lambda: manager._lifespan_state,
         )
 

@@ -52,6 +52,18 @@ class HTTPServerOptions(BaseModel):
     max_sessions: int | None = Field(
         10_000, gt=0, description="Concurrent stateful sessions before new ones get 503; None: no limit."
     )
+    max_sessions_per_client: int | None = Field(
+        1_000,
+        gt=0,
+        description="Stateful sessions one client (token principal, else address) may hold; one more "
+        "gets 429. None: no limit.",
+    )
+    unused_session_timeout: float | None = Field(
+        60.0,
+        gt=0,
+        description="Seconds a session that has made no request since initialize lives; None: only the "
+        "idle timeout applies.",
+    )
     dns_rebinding_protection: bool = Field(True, description="Check Host and Origin headers (421/403).")
     allowed_hosts: tuple[str, ...] | None = Field(
         None,

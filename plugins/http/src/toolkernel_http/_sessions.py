@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
@@ -38,6 +38,7 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
+    INVALID_REQUEST,
     ErrorData,
     JSONRPCError,
     JSONRPCRequest,
@@ -132,6 +133,15 @@ class _Inbox(ReadStreamBase):
         self._receive.close()
 
 
+class Refused(Exception):
+    """A new session is refused: ``status`` and ``message`` say why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 class SessionGone(Exception):
     """The session ended while a request for it was being taken in."""
 
@@ -142,6 +152,8 @@ class Session(WriteStreamBase):
 
     id: str
     owner: AuthorizationContext | None
+    client: str
+    """Who opened it, for the per-client quota: the token's principal, else the peer address."""
     json_response: bool
     event_store: SessionScopedEventStore | None
     retry_ms: int | None
@@ -155,6 +167,8 @@ class Session(WriteStreamBase):
     idle_since: float = field(default_factory=time.monotonic)
     terminated: bool = False
     failed_to_open: bool = False
+    proven: bool = False
+    """Made a request after ``initialize`` (or opened its GET stream): a client is using it."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     """Orders storing and writing events against replays, as the SDK's single router task does."""
@@ -258,6 +272,8 @@ class SessionTable:
         idle_timeout: float | None,
         max_sessions: int | None,
         lifespan_state: Callable[[], Any],
+        unused_timeout: float | None = None,
+        max_sessions_per_client: int | None = None,
     ) -> None:
         self.server = server
         self.serving = serving
@@ -267,7 +283,13 @@ class SessionTable:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self.lifespan_state = lifespan_state
+        self.unused_timeout = unused_timeout
+        self.max_sessions_per_client = max_sessions_per_client
         self.sessions: dict[str, Session] = {}
+        self.unproven: dict[str, Session] = {}
+        """Sessions that have made no request since ``initialize``, oldest first."""
+        self.clients: dict[str, dict[str, Session]] = {}
+        """Each client's sessions, oldest first."""
         self._task_group: anyio.abc.TaskGroup | None = None
 
     @contextlib.asynccontextmanager
@@ -275,7 +297,7 @@ class SessionTable:
         """Run the sessions' loops (and the idle reaper) for the app's lifetime; end them all on exit."""
         async with anyio.create_task_group() as tg:
             self._task_group = tg
-            if self.idle_timeout is not None:
+            if self.idle_timeout is not None or self.unused_timeout is not None:
                 tg.start_soon(self._reap_idle)
             try:
                 yield
@@ -332,9 +354,11 @@ class SessionTable:
             isinstance(message, JSONRPCRequest) and message.method == "initialize" and session_id is None
         )
         if opening:
-            session = await self._open(request)
-            if session is None:
-                await send_error(send, 503, "Too many open sessions", INTERNAL_ERROR)
+            try:
+                session = await self._open(request)
+            except Refused as refused:
+                code = INTERNAL_ERROR if refused.status >= 500 else INVALID_REQUEST
+                await send_error(send, refused.status, refused.message, code)
                 return
         elif session_id is None:
             await send_error(send, 400, _MISSING_SESSION)
@@ -352,6 +376,8 @@ class SessionTable:
                 return
             await send_json(send, 202, b"", session.headers)
             return
+        if not session.proven and not opening:
+            self._prove(session)
         version = (
             str((message.params or {}).get("protocolVersion", DEFAULT_NEGOTIATED_VERSION))
             if opening
@@ -453,6 +479,8 @@ class SessionTable:
                 send, 409, "Conflict: Only one SSE stream is allowed per session", -32600, session.headers
             )
             return
+        if not session.proven:
+            self._prove(session)
         await _start_sse(send, session)
         sink = _Sink(send, is_get=True)
         if last_event_id is None:
@@ -500,20 +528,48 @@ class SessionTable:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def _open(self, request: Request) -> Session | None:
+    async def _open(self, request: Request) -> Session:
+        """A new session for ``request``'s client; :class:`Refused` when it may not have one."""
         if self._task_group is None:
             raise RuntimeError("toolkernel-http: the session table is not running")
-        if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
+        owner = _requestor(request.scope)
+        client = _client_key(request.scope, owner)
+        mine = self.clients.get(client, {})
+        quota = self.max_sessions_per_client
+        if quota is not None and len(mine) >= quota and not self._reclaim(mine.values()):
+            raise Refused(
+                429,
+                f"Too Many Requests: this client has {len(mine)} sessions open "
+                f"(max_sessions_per_client={quota}); end one with DELETE",
+            )
+        full = self.max_sessions is not None and len(self.sessions) >= self.max_sessions
+        if full and not self._reclaim(self.unproven.values()):
             logger.warning("refusing a new session: %d sessions are open", len(self.sessions))
-            return None
+            raise Refused(503, "Too many open sessions")
         session_id = uuid4().hex
         store = (
             SessionScopedEventStore(self.event_store, session_id) if self.event_store is not None else None
         )
-        session = Session(session_id, _requestor(request.scope), self.json_response, store, self.retry_ms)
+        session = Session(session_id, owner, client, self.json_response, store, self.retry_ms)
         self.sessions[session_id] = session
+        self.unproven[session_id] = session
+        self.clients.setdefault(client, {})[session_id] = session
         await self._task_group.start(self._serve_session, session)
         return session
+
+    def _reclaim(self, candidates: Iterable[Session]) -> bool:
+        """End the oldest of ``candidates`` that never made a second request and is idle; whether one was."""
+        for session in candidates:
+            if not session.proven and session.in_flight == 0:
+                logger.info("session %s ends unused to make room for a new one", session.id)
+                self._terminate(session)
+                return True
+        return False
+
+    def _prove(self, session: Session) -> None:
+        """``session`` is in use: from now on only the idle timeout ends it."""
+        session.proven = True
+        self.unproven.pop(session.id, None)
 
     async def _serve_session(self, session: Session, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The session's protocol loop: the SDK's dispatcher, fed by POSTs, writing to ``session``."""
@@ -541,21 +597,33 @@ class SessionTable:
             return
         session.terminated = True
         self.sessions.pop(session.id, None)
+        self.unproven.pop(session.id, None)
+        mine = self.clients.get(session.client)
+        if mine is not None:
+            mine.pop(session.id, None)
+            if not mine:
+                del self.clients[session.client]
         session.scope.cancel()
         if session.event_store is not None:
             session.event_store.release()  # nobody can resume an ended session
 
     async def _reap_idle(self) -> None:
-        """End sessions with nothing in flight and no open stream for ``idle_timeout`` seconds."""
-        assert self.idle_timeout is not None
-        timeout = self.idle_timeout
+        """End sessions idle (nothing in flight, no open stream) for ``idle_timeout`` seconds, and
+        sessions that never made a second request for ``unused_timeout`` seconds."""
+        timeouts = [t for t in (self.idle_timeout, self.unused_timeout) if t is not None]
         while True:
-            await anyio.sleep(min(timeout / 4, 30.0))
+            await anyio.sleep(min(min(timeouts) / 4, 30.0))
             now = time.monotonic()
-            for session in list(self.sessions.values()):
-                if session.in_flight == 0 and now - session.idle_since > timeout:
-                    logger.info("session %s idle timeout", session.id)
-                    self._terminate(session)
+            if self.unused_timeout is not None:
+                for session in list(self.unproven.values()):
+                    if session.in_flight == 0 and now - session.idle_since > self.unused_timeout:
+                        logger.info("session %s unused: closed", session.id)
+                        self._terminate(session)
+            if self.idle_timeout is not None:
+                for session in list(self.sessions.values()):
+                    if session.in_flight == 0 and now - session.idle_since > self.idle_timeout:
+                        logger.info("session %s idle timeout", session.id)
+                        self._terminate(session)
 
 
 async def _start_sse(send: Send, session: Session) -> None:
@@ -572,6 +640,14 @@ async def _until_disconnected(receive: Receive, scope: anyio.CancelScope) -> Non
     while (await receive())["type"] != "http.disconnect":
         pass
     scope.cancel()
+
+
+def _client_key(scope: Scope, owner: AuthorizationContext | None) -> str:
+    """Whom a session is counted against: the token's principal when there is one, else the peer address."""
+    if owner is not None:
+        return f"principal:{owner['issuer']}|{owner['subject'] or owner['client_id']}"
+    peer = scope.get("client")
+    return f"address:{peer[0] if peer else '?'}"
 
 
 def _requestor(scope: Scope) -> AuthorizationContext | None:
