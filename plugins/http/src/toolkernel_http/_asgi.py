@@ -135,6 +135,7 @@ def asgi_app(
             max_sessions=opts.max_sessions,
             max_sessions_per_client=opts.max_sessions_per_client,
             unused_timeout=opts.unused_session_timeout,
+            max_streams_per_session=opts.max_streams_per_session,
             lifespan_state=lambda: manager._lifespan_state,
         )
 
@@ -147,7 +148,9 @@ def asgi_app(
         sse = SseServerTransport(
             opts.messages_path, security_settings=_NO_SDK_CHECKS, max_request_body_size=opts.max_body_bytes
         )
-        legacy = _LegacySSEEndpoint(sse, protocol_server, serving)
+        legacy = _LegacySSEEndpoint(sse, protocol_server, serving, sessions, opts.max_sessions)
+        if sessions is not None:
+            sessions.held_elsewhere = legacy.count
         routes.append(Route(opts.sse_path, endpoint=legacy, methods=["GET"]))
         routes.append(Mount(opts.messages_path, app=sse.handle_post_message))
 
@@ -200,6 +203,16 @@ class _StreamableEndpoint:
         self.sse = not manager.json_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.direct and scope["method"] != "POST":
+            # Stateless: every request stands alone, so there is no stream to GET or session to DELETE.
+            await send_error(
+                send,
+                405,
+                "Method Not Allowed: stateless server, POST only",
+                INVALID_REQUEST,
+                [(b"allow", b"POST")],
+            )
+            return
         if not self.state.started:
             await send_error(
                 send,
@@ -248,17 +261,43 @@ class _StreamableEndpoint:
 class _LegacySSEEndpoint:
     """ASGI endpoint for the legacy SSE stream; each stream is one session through the kernel's hooks."""
 
-    def __init__(self, sse: SseServerTransport, server: Server[Any], serving: ServingApp | None) -> None:
+    def __init__(
+        self,
+        sse: SseServerTransport,
+        server: Server[Any],
+        serving: ServingApp | None,
+        sessions: SessionTable | None,
+        max_sessions: int | None,
+    ) -> None:
         self.sse = sse
         self.server = server
         self.serving = serving
+        self.sessions = sessions
+        self.max_sessions = max_sessions
+        self.open = 0
+
+    def count(self) -> int:
+        """Legacy streams open now: each is a session, counted against ``max_sessions``."""
+        return self.open
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with self.sse.connect_sse(scope, receive, send) as (read, write):
-            if self.serving is not None:
-                await self.serving.run_session(read, write, transport="sse")
-            else:
-                await self.server.run(read, write, self.server.create_initialization_options())
+        stateful = len(self.sessions.sessions) if self.sessions is not None else 0
+        if (
+            self.max_sessions is not None
+            and self.open + stateful >= self.max_sessions
+            and not (self.sessions is not None and self.sessions.reclaim_unused())
+        ):
+            await send_error(send, 503, "Too many open sessions", INTERNAL_ERROR)
+            return
+        self.open += 1
+        try:
+            async with self.sse.connect_sse(scope, receive, send) as (read, write):
+                if self.serving is not None:
+                    await self.serving.run_session(read, write, transport="sse")
+                else:
+                    await self.server.run(read, write, self.server.create_initialization_options())
+        finally:
+            self.open -= 1
 
 
 def _unsupported_version(scope: Scope) -> str | None:

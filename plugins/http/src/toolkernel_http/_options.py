@@ -81,6 +81,21 @@ class HTTPServerOptions(BaseModel):
     legacy_sse: bool = Field(True, description="Also serve the 2024-11-05 SSE transport (GET sse_path).")
     sse_path: str = Field("/sse", pattern=r"^/", description="Path of the legacy SSE stream.")
     messages_path: str = Field("/messages/", pattern=r"^/", description="Path legacy SSE clients POST to.")
+    header_timeout_s: float | None = Field(
+        10.0,
+        gt=0,
+        description="Seconds a connection has to send complete request headers (408 after); None: no limit.",
+    )
+    max_connections: int | None = Field(
+        1_000,
+        gt=0,
+        description="Open connections (each GET stream holds one); one more gets 503. None: no limit.",
+    )
+    max_streams_per_session: int | None = Field(
+        100,
+        gt=0,
+        description="Requests in flight plus GET streams one stateful session may hold; one more gets 429.",
+    )
     log_level: str = Field("warning", description="uvicorn's log level when run by the http/sse transports.")
     shutdown_grace_s: int = Field(5, ge=0, description="Seconds open connections get to finish on stop.")
 

@@ -41,6 +41,7 @@ from mcp_types import (
     INVALID_REQUEST,
     ErrorData,
     JSONRPCError,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
 )
@@ -50,6 +51,7 @@ from starlette.types import Receive, Scope, Send
 
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
 from toolkernel.wire import encode_message
+from toolkernel_http._disconnect import DisconnectWatch
 from toolkernel_http._events import SessionScopedEventStore
 from toolkernel_http._responses import SSE_HEADERS, screen, send_error, send_json, send_refusal, sse_event
 
@@ -274,6 +276,7 @@ class SessionTable:
         lifespan_state: Callable[[], Any],
         unused_timeout: float | None = None,
         max_sessions_per_client: int | None = None,
+        max_streams_per_session: int | None = None,
     ) -> None:
         self.server = server
         self.serving = serving
@@ -285,6 +288,9 @@ class SessionTable:
         self.lifespan_state = lifespan_state
         self.unused_timeout = unused_timeout
         self.max_sessions_per_client = max_sessions_per_client
+        self.max_streams_per_session = max_streams_per_session
+        self.held_elsewhere: Callable[[], int] = lambda: 0
+        """Sessions the app holds outside this table (legacy SSE streams), for ``max_sessions``."""
         self.sessions: dict[str, Session] = {}
         self.unproven: dict[str, Session] = {}
         """Sessions that have made no request since ``initialize``, oldest first."""
@@ -378,6 +384,9 @@ class SessionTable:
             return
         if not session.proven and not opening:
             self._prove(session)
+        if self.max_streams_per_session is not None and session.in_flight >= self.max_streams_per_session:
+            await self._too_many_streams(session, send, message.id)
+            return
         version = (
             str((message.params or {}).get("protocolVersion", DEFAULT_NEGOTIATED_VERSION))
             if opening
@@ -411,11 +420,22 @@ class SessionTable:
             # refused by the server and leaves the session as it was.
             session.opening = stream
         session.live.add(stream)
+
+        async def abandon() -> None:
+            # The answer can reach no one: cancel the request as its client would have.
+            params = {"requestId": message.id, "reason": "the client disconnected"}
+            cancel = JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=params)
+            with contextlib.suppress(SessionGone):
+                await session.put(
+                    SessionMessage(cancel, metadata=ServerMessageMetadata(request_context=request))
+                )
+
         if self.json_response:
             waiter = _JSONSink()
             session.attach(stream, waiter)
             await session.put(SessionMessage(message, metadata=metadata))
-            await waiter.closed.wait()
+            with DisconnectWatch(request.receive, abandon):
+                await waiter.closed.wait()
             if waiter.answer is None:
                 await send_error(send, 500, "Session terminated before the request completed", INTERNAL_ERROR)
             else:
@@ -429,7 +449,11 @@ class SessionTable:
         session.attach(stream, sink)
         try:
             await session.put(SessionMessage(message, metadata=metadata))
-            await sink.closed.wait()
+            if session.event_store is None:  # nothing stored to resume from
+                with DisconnectWatch(request.receive, abandon):
+                    await sink.closed.wait()
+            else:
+                await sink.closed.wait()
         finally:
             await sink.end()
 
@@ -481,6 +505,9 @@ class SessionTable:
             return
         if not session.proven:
             self._prove(session)
+        if self.max_streams_per_session is not None and session.in_flight >= self.max_streams_per_session:
+            await self._too_many_streams(session, send, None)
+            return
         await _start_sse(send, session)
         sink = _Sink(send, is_get=True)
         if last_event_id is None:
@@ -503,6 +530,16 @@ class SessionTable:
                     if open_sink is sink:
                         del session.sinks[stream]
             await sink.end()
+
+    async def _too_many_streams(self, session: Session, send: Send, request_id: Any) -> None:
+        message = (
+            f"Too Many Requests: {session.in_flight} requests and streams are open on this session "
+            f"(max_streams_per_session={self.max_streams_per_session})"
+        )
+        error = JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_REQUEST, message=message)
+        )
+        await send_json(send, 429, encode_message(error), session.headers)
 
     async def _resume(self, session: Session, sink: _Sink, last_event_id: str, version: str) -> bool:
         """Replay what came after ``last_event_id``; keep ``sink`` open if its stream is still live."""
@@ -542,8 +579,9 @@ class SessionTable:
                 f"Too Many Requests: this client has {len(mine)} sessions open "
                 f"(max_sessions_per_client={quota}); end one with DELETE",
             )
-        full = self.max_sessions is not None and len(self.sessions) >= self.max_sessions
-        if full and not self._reclaim(self.unproven.values()):
+        held = len(self.sessions) + self.held_elsewhere()
+        full = self.max_sessions is not None and held >= self.max_sessions
+        if full and not self.reclaim_unused():
             logger.warning("refusing a new session: %d sessions are open", len(self.sessions))
             raise Refused(503, "Too many open sessions")
         session_id = uuid4().hex
@@ -556,6 +594,10 @@ class SessionTable:
         self.clients.setdefault(client, {})[session_id] = session
         await self._task_group.start(self._serve_session, session)
         return session
+
+    def reclaim_unused(self) -> bool:
+        """End the oldest session that never made a second request and is idle; whether there was one."""
+        return self._reclaim(self.unproven.values())
 
     def _reclaim(self, candidates: Iterable[Session]) -> bool:
         """End the oldest of ``candidates`` that never made a second request and is idle; whether one was."""
