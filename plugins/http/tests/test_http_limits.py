@@ -142,7 +142,7 @@ async def test_legacy_sse_streams_count_against_max_sessions() -> None:
                 refused = await client.post(f"{base}/mcp", json=_init(), headers=raw.HEADERS)
             # Once the server sees the legacy stream gone, a session fits, and a legacy stream no longer does.
             with anyio.fail_after(10):
-                while legacy_app_open(app):
+                while legacy_app_open(app):  # noqa: ASYNC110 - a count, not an event
                     await anyio.sleep(0.05)
             session = await raw.open_session(client, f"{base}/mcp")
             await raw.post(client, f"{base}/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session)

@@ -12,6 +12,7 @@ from toolkernel import hookimpl
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
     from toolkernel.cli import CommandRegistry
+    from toolkernel.transports import ServeOptions
 
 
 @hookimpl
@@ -38,6 +39,12 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port for network transports")
     parser.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
     parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a network transport off loopback with no allowed hosts and no authentication "
+        "(any web page could call the tools)",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -50,14 +57,13 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
 
     from toolkernel._targets import load_server
     from toolkernel.errors import ConfigError
-    from toolkernel.transports import ServeOptions
 
     if args.transport not in kernel.server_transports:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
     try:
-        options = ServeOptions(host=args.host, port=args.port, path=args.path)
+        options = serve_options(args)
     except ValidationError as exc:
         raise ConfigError(f"serve: {exc}") from None
     args.loop = _event_loop(args.loop)
@@ -67,6 +73,14 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
     import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
 
     return server.kernel.serve(server, args.transport, options)
+
+
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """The ``ServeOptions`` of a ``serve`` command line (``--insecure`` goes to the transport's extra)."""
+    from toolkernel.transports import ServeOptions
+
+    extra = {"insecure": True} if args.insecure else {}
+    return ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
 
 
 def _event_loop(choice: str) -> str:

@@ -12,6 +12,7 @@ can run.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +31,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from toolkernel.errors import ConfigError
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
@@ -83,6 +85,7 @@ def asgi_app(
     path: str = "/mcp",
     host: str = "127.0.0.1",
     streamable: bool = True,
+    authenticated: bool = False,
     **overrides: Any,
 ) -> MCPHTTPApp:
     """Build the ASGI app serving ``server`` over Streamable HTTP at ``path``, and legacy SSE.
@@ -94,10 +97,15 @@ def asgi_app(
     :param host: the address the app is reachable at; it decides the default allowed
         Host/Origin values (loopback: ``localhost``, ``127.0.0.1``, ``[::1]`` on any port).
     :param streamable: ``False`` serves only the legacy SSE endpoints.
+    :param authenticated: every request passes authentication before it reaches this app
+        (auth middleware in front of it). Off loopback, the app is built only when this is
+        true, ``allowed_hosts`` is set, or ``insecure`` is on.
+    :raises ConfigError: ``host`` is not loopback and none of those holds.
     """
     opts = options or HTTPServerOptions()
     if overrides:
         opts = HTTPServerOptions.model_validate({**dict(opts), **overrides})
+    check_exposure(opts, host, authenticated=authenticated)
     protocol_server, serving = _resolve(server)
     if opts.stateless and hasattr(protocol_server, "notification_options"):
         # No session, no GET stream: list-changed notifications could never reach a client.
@@ -314,6 +322,36 @@ def _handshake_era(scope: Scope) -> bool:
     for key, value in scope["headers"]:
         if key == b"mcp-protocol-version":
             return value.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+    return True
+
+
+def check_exposure(opts: HTTPServerOptions, host: str, *, authenticated: bool = False) -> None:
+    """Refuse to serve off loopback unless something stops arbitrary web pages from driving the tools.
+
+    Without ``allowed_hosts`` a wide bind has no Host/Origin check (any page can reach it by
+    DNS rebinding, and CORS allows every origin); without authentication anyone who can
+    reach the address can call the tools. ``authenticated`` is the seam for auth-enabled
+    servers: an app behind auth middleware is safe to expose with the derived checks.
+    """
+    if host in LOOPBACK_HOSTS or authenticated or opts.insecure or not _is_address(host):
+        return  # a name (tools.example.com) is the name clients use: the checks allow it alone
+    if opts.allowed_hosts is not None and opts.dns_rebinding_protection:
+        return
+    raise ConfigError(
+        f"toolkernel-http: refusing to serve on {host!r} with no allowed_hosts and no authentication: "
+        "any web page could reach the tools. Set allowed_hosts to the names clients use "
+        "([plugins.http] allowed_hosts in toolkernel.toml, TOOLKERNEL_HTTP_ALLOWED_HOSTS, or "
+        "asgi_app(allowed_hosts=...)), put authentication in front, or pass --insecure "
+        "(insecure=true) to serve anyway"
+    )
+
+
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is an IP address or a wildcard bind, rather than a name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return host in _WILDCARD_HOSTS
     return True
 
 

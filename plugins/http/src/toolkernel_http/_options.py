@@ -73,6 +73,11 @@ class HTTPServerOptions(BaseModel):
         None,
         description="Origin values accepted; `scheme://name:*`: any port. Default: from the hosts.",
     )
+    insecure: bool = Field(
+        False,
+        description="Serve off loopback with no allowed_hosts and no authentication (any web page "
+        "could drive the tools); `toolkernel serve --insecure`.",
+    )
     cors: bool = Field(
         True,
         description="Answer CORS preflights from the allowed origins and expose Mcp-Session-Id to "
