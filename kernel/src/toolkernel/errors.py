@@ -6,6 +6,9 @@ from __future__ import annotations
 class ToolkernelError(Exception):
     """Base class of every error toolkernel raises on purpose."""
 
+    exit_code = 2
+    """The ``toolkernel`` command's exit status when this error ends it (see docs/cli.md)."""
+
 
 class ConfigError(ToolkernelError, ValueError):
     """Configuration or arguments failed validation; the message names the field path."""
@@ -29,6 +32,8 @@ class ToolExecutionError(ToolkernelError):
 
 class MCPClientError(ToolkernelError):
     """A request to an MCP server failed; ``server`` names which server."""
+
+    exit_code = 3
 
     def __init__(self, server: str, message: str, code: int | None = None) -> None:
         super().__init__(f"{server}: {message}" + (f" (code {code})" if code is not None else ""))

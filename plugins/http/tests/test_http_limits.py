@@ -213,3 +213,32 @@ async def test_disconnect_cancels_the_tool_only_where_nobody_can_receive_its_ans
                 while not log:  # noqa: ASYNC110 - the tool's own record is what is checked
                     await anyio.sleep(0.05)
     assert log == [outcome]
+
+
+async def test_client_refuses_json_bodies_over_its_cap() -> None:
+    """A JSON body over ``max_json_body_size`` fails its request at once, naming the cap; the
+    connection goes on (a smaller answer still arrives)."""
+    from mcp.client import Client
+    from mcp.shared.exceptions import MCPError
+
+    from toolkernel.transports import ClientTransportOptions
+    from toolkernel_http import http_client
+
+    server = MCPServer("big", "1.0.0", kernel=Kernel(load_entry_points=False))
+
+    @server.tool
+    def big(size: int) -> str:
+        """``size`` bytes of text."""
+        return "x" * size
+
+    options = ClientTransportOptions(extra={"transport": "streamable", "max_json_body_size": 1_000_000})
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(server, json_response=True)) as base,
+            Client(http_client(f"{base}/mcp", options), mode="legacy") as client,  # type: ignore[arg-type]
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("big", {"size": 2_000_000})
+            small = await client.call_tool("big", {"size": 10})
+    assert "max_json_body_size" in str(refused.value)
+    assert small.content[0].text == "x" * 10  # type: ignore[union-attr]

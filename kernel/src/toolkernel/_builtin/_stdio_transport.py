@@ -215,8 +215,8 @@ async def stdio_client(
 ) -> AsyncIterator[TransportStreams]:
     """Spawn ``target`` (a command line) and yield streams to its stdin/stdout.
 
-    On exit stdin is closed, then the process is given two seconds, then terminated,
-    then killed: it never outlives the context.
+    On exit stdin is closed, then the process is given ``extra["exit_grace_s"]`` seconds
+    (two by default), then terminated, then killed: it never outlives the context.
     """
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if not argv:
@@ -247,15 +247,15 @@ async def stdio_client(
     finally:
         await write.aclose()
         with anyio.CancelScope(shield=True):
-            await _reap(proc)
+            await _reap(proc, float(options.extra.get("exit_grace_s", _EXIT_GRACE_S)))
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    for step in (None, proc.terminate, proc.kill):
+async def _reap(proc: asyncio.subprocess.Process, grace: float) -> None:
+    for step, wait in ((None, grace), (proc.terminate, _EXIT_GRACE_S), (proc.kill, _EXIT_GRACE_S)):
         if proc.returncode is not None:
             return
         if step is not None:
             with contextlib.suppress(ProcessLookupError):
                 step()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), _EXIT_GRACE_S)
+            await asyncio.wait_for(proc.wait(), wait)

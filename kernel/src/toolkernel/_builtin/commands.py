@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolkernel import hookimpl
@@ -174,7 +176,14 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         if args.header:
             raise ConfigError("--header applies to a URL server, not to a command line")
         argv = shlex.split(args.server)
-        server = {"command": argv[0], "args": argv[1:], "env": _pairs(args.env, "=", "--env")}
+        # One-shot: a server that has not exited half a second after its stdin closed is stopped,
+        # so the command ends close to --timeout even when the server hangs.
+        server = {
+            "command": argv[0],
+            "args": argv[1:],
+            "env": _pairs(args.env, "=", "--env"),
+            "exit_grace": 0.5,
+        }
     server.update(protocol=args.mode, timeout=args.timeout, connect_timeout=args.timeout)
     config = {
         "id": f"cli-{id(args)}",
@@ -184,6 +193,47 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         "policy": {"stdio_restart": {"max_attempts": 0}, "http_reconnect": {"max_attempts": 0}},
     }
     return MCPClient(config, kernel=kernel, persist=False)
+
+
+@contextlib.contextmanager
+def _quiet_unless_asked(args: argparse.Namespace) -> Iterator[None]:
+    """While a one-shot client runs, log only errors unless a level was asked for: its failure is
+    the one error line. The previous configuration comes back afterwards (``main`` may run in-process)."""
+    import logging
+    import os
+
+    if args.log_level or "TOOLKERNEL_LOG_LEVEL" in os.environ:
+        yield
+        return
+    import structlog
+
+    from toolkernel._logging import get_logger
+
+    get_logger()  # configured as usual first, so only the level changes
+    wrapper = structlog.get_config()["wrapper_class"]
+    root = logging.getLogger()
+    root_level = root.level
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+        root.setLevel(root_level)
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Bound the whole command by ``--timeout``; running out is a :class:`RequestTimeout` (exit 4)."""
+    import anyio
+
+    from toolkernel.client.errors import REQUEST_TIMEOUT, RequestTimeout
+
+    try:
+        with anyio.fail_after(seconds):
+            yield
+    except TimeoutError:
+        raise RequestTimeout("server", f"timed out after {seconds:g}s (--timeout)", REQUEST_TIMEOUT) from None
 
 
 def _pairs(items: list[str], separator: str, option: str) -> dict[str, str]:
@@ -200,9 +250,7 @@ def _pairs(items: list[str], separator: str, option: str) -> dict[str, str]:
 
 
 async def _inspect(args: argparse.Namespace, kernel: Kernel) -> int:
-    import anyio
-
-    with anyio.fail_after(args.timeout):
+    with _quiet_unless_asked(args), _deadline(args.timeout):
         async with _one_server(args, kernel) as client:
             snap = client.get_servers()["server"]
     report: dict[str, Any] = {
@@ -233,8 +281,6 @@ async def _inspect(args: argparse.Namespace, kernel: Kernel) -> int:
 
 
 async def _call(args: argparse.Namespace, kernel: Kernel) -> int:
-    import anyio
-
     from toolkernel.errors import ConfigError
 
     try:
@@ -245,7 +291,7 @@ async def _call(args: argparse.Namespace, kernel: Kernel) -> int:
         ) from None
     if not isinstance(arguments, dict):
         raise ConfigError(f"--args must be a JSON object, got {type(arguments).__name__}")
-    with anyio.fail_after(args.timeout):
+    with _quiet_unless_asked(args), _deadline(args.timeout):
         async with _one_server(args, kernel) as client:
             output = await client.call_server_tool("server", args.tool, arguments, raise_on_error=False)
     result = output.result

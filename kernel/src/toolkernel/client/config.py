@@ -103,6 +103,11 @@ class StdioServerConfig(_ServerBase):
     env: dict[str, str] | None = Field(None, description="Extra environment variables (added to ours).")
     cwd: str | None = Field(None, description="Working directory.")
     stderr: Literal["inherit", "devnull"] = Field("inherit", description="Where the server's stderr goes.")
+    exit_grace: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds the server gets to exit once its stdin is closed, before it is terminated.",
+    )
 
     @property
     def kind(self) -> Literal["stdio", "http"]:

@@ -77,6 +77,10 @@ class _Connection:
         client: httpx2.AsyncClient = self.factory(
             headers=self.headers, timeout=timeout, auth=self.settings.auth
         )
+        limit = self.settings.max_json_body_size
+        if limit is not None:
+            hooks = client.event_hooks
+            client.event_hooks = {**hooks, "response": [*hooks["response"], _json_body_cap(limit)]}
         return client
 
     def streamable(
@@ -178,6 +182,43 @@ class _Connection:
             await incoming.send(reply)
             await _pump(read, write, outgoing, incoming)
             return None
+
+
+def _json_body_cap(limit: int) -> Any:
+    """A response hook making a JSON body over ``limit`` bytes fail as it is read, before it is buffered."""
+
+    async def cap(response: httpx2.Response) -> None:
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            response.stream = _CappedStream(response.stream, limit, response.headers.get("content-length"))
+
+    return cap
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    """A response body that raises ``httpx2.StreamError`` (its request then fails) past ``limit`` bytes."""
+
+    def __init__(self, inner: Any, limit: int, declared: str | None) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._declared = int(declared) if declared is not None and declared.isdigit() else None
+
+    def _refuse(self, size: int) -> httpx2.StreamError:
+        return httpx2.StreamError(
+            f"the server's JSON body is larger than max_json_body_size ({size} > {self._limit} bytes)"
+        )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._declared is not None and self._declared > self._limit:
+            raise self._refuse(self._declared)
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise self._refuse(seen)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _means_no_streamable_http(status: int, method: str) -> bool:

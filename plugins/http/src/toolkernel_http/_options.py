@@ -131,3 +131,8 @@ class HTTPClientOptions(BaseModel):
     max_sse_event_size: int | None = Field(
         16 * 1024 * 1024, gt=0, description="Largest SSE event accepted (bytes); None: no limit."
     )
+    max_json_body_size: int | None = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description="Largest JSON response body accepted (bytes); a bigger one fails its request.",
+    )
