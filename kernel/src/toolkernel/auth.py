@@ -7,6 +7,12 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "AuthInfo",
+    "AuthProvider",
+    "AuthProviderFactory",
+]
+
 
 class AuthInfo(BaseModel):
     """A verified caller, as a tool sees it in ``ctx.auth``."""
@@ -26,4 +32,5 @@ class AuthProvider(Protocol):
     async def verify(self, token: str) -> AuthInfo | None: ...
 
 
-AuthProviderFactory = Callable[[BaseModel | None], AuthProvider]
+AuthProviderFactory = Callable[[Any], AuthProvider]
+"""``factory(settings)``: the plugin's validated settings model, or ``None`` when registered without."""
