@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -73,7 +74,7 @@ def test_token_chunker_windows_and_overlap(rag_kernel: Kernel) -> None:
     chunks = chunker.chunk(PROSE)
     counts = [len(tokenizer.encode(c.text, add_special_tokens=False).ids) for c in chunks]
     assert all(abs(n - 50) <= 2 for n in counts[:-1])  # re-tokenizing a cut text may merge a piece
-    for first, second in zip(chunks, chunks[1:], strict=False):
+    for first, second in itertools.pairwise(chunks):
         assert second.start < first.end  # the windows overlap
 
 
@@ -122,7 +123,7 @@ def test_character_chunker_uses_separators(rag_kernel: Kernel) -> None:
 
 
 def test_options_are_checked_by_name(rag_kernel: Kernel) -> None:
-    with pytest.raises(ConfigError, match="chunker 'recursive'.*overlap"):
+    with pytest.raises(ConfigError, match=r"chunker 'recursive'.*overlap"):
         rag_kernel.chunker("recursive", size=10, overlap=10)
     with pytest.raises(ConfigError, match="separators"):
         rag_kernel.chunker("markdown", separators=["x"])

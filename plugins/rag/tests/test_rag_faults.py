@@ -10,13 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
+import anyio
 
 from toolkernel_rag import KnowledgeBase, ingest
 
 from .conftest import EMBEDDER, make_kernel, write_records
-
-pytestmark = pytest.mark.anyio
 
 WORDS = [
     "river",
@@ -79,7 +77,7 @@ async def _snapshot(kb_dir: Path) -> tuple[int, int, int, list[str]]:
         return done, pending, chunks, [str(vectors), *ids]
 
 
-async def test_kill_9_during_ingest_then_rerun_matches_a_clean_ingest(tmp_path: Path) -> None:
+def test_kill_9_during_ingest_then_rerun_matches_a_clean_ingest(tmp_path: Path) -> None:
     total = 600
     corpus = write_records(tmp_path / "corpus.jsonl", _records(total))
     killed_dir, clean_dir = tmp_path / "killed", tmp_path / "clean"
@@ -97,14 +95,20 @@ async def test_kill_9_during_ingest_then_rerun_matches_a_clean_ingest(tmp_path: 
 
     rerun = subprocess.run(_ingest_command(corpus, killed_dir), capture_output=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr.decode()
-    async with await KnowledgeBase.open(
-        str(clean_dir), kernel=make_kernel(), create=True, embedder=EMBEDDER
-    ) as kb:
-        await ingest(kb, [str(corpus)])
 
-    killed, clean = await _snapshot(killed_dir), await _snapshot(clean_dir)
+    async def clean_ingest() -> None:
+        kernel = make_kernel()
+        async with await KnowledgeBase.open(
+            str(clean_dir), kernel=kernel, create=True, embedder=EMBEDDER
+        ) as kb:
+            await ingest(kb, [str(corpus)])
+
+    anyio.run(clean_ingest)
+
+    killed, clean = anyio.run(_snapshot, killed_dir), anyio.run(_snapshot, clean_dir)
     assert killed[:3] == clean[:3]
-    assert killed[0] == total and killed[1] == 0
+    assert killed[0] == total
+    assert killed[1] == 0
     # Same chunk ids, and the store holds exactly one vector per chunk: nothing lost, nothing doubled.
     assert killed[3] == clean[3]
     assert int(killed[3][0]) == killed[2]

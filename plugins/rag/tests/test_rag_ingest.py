@@ -1,8 +1,7 @@
-"""Ingestion: every file type, metadata on every chunk, incremental reruns, deletions, bad files, manifests."""
+"""Ingestion: every file type, metadata on every chunk, incremental reruns, deletions, bad files."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -73,7 +72,7 @@ async def test_every_file_type_goes_in_with_its_metadata(corpus: Path, tmp_path:
         assert row.metadata["tags"] == ["setup", "alpha"]
         assert row.metadata["title"] == "Installing"
         assert row.metadata["version"] == 2
-        assert row.metadata["mtime"] == pytest.approx(os.path.getmtime(corpus / "guide/install.md"))
+        assert row.metadata["mtime"] == pytest.approx((corpus / "guide/install.md").stat().st_mtime)
         page = kb.document("web/page.html")
         assert page is not None
         assert page[0].metadata["title"] == "Gardening"
@@ -110,7 +109,7 @@ async def test_beir_records_keep_their_ids(tmp_path: Path) -> None:
         assert report.added == 2
         [hit] = await kb.search("honey bees", top_k=1, mode="sparse")
         assert hit.chunk.document_id == "42"
-        [hit] = await kb.search("ships at night", top_k=1, mode="dense", filter={"year": {"$gte": 1990}})
+        [hit] = await kb.search("ships at night", top_k=1, mode="dense", filter={"year": {"$gte": 90}})
         assert hit.chunk.document_id == "d1"
         assert hit.chunk.text.startswith("Lighthouses\n\nA lighthouse")
 
@@ -181,7 +180,7 @@ async def test_manifest_records_the_build_and_refuses_another_embedder(corpus: P
     assert manifest.embedder.dimension == 256
     assert manifest.store.name == "qdrant"
     assert manifest.chunker["name"] == "auto"
-    with pytest.raises(KBError, match="embedded with 'local/wordllama-256'.*'local/minilm-l6-int8'"):
+    with pytest.raises(KBError, match=r"embedded with 'local/wordllama-256'.*'local/minilm-l6-int8'"):
         await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel(), embedder="local/minilm-l6-int8")
     with pytest.raises(KBError, match="no knowledge base at"):
         await KnowledgeBase.open(str(tmp_path / "nothing"), kernel=make_kernel())

@@ -209,7 +209,8 @@ async def test_fetch_document_resources_and_prompt(kb: KnowledgeBase) -> None:
         )
     assert fetched.structured_content["text"].startswith("wind turbines for acme")
     assert fetched.structured_content["metadata"]["tenant"] == "acme"
-    assert missing.is_error and "no document 'nope'" in missing.content[0].text
+    assert missing.is_error
+    assert "no document 'nope'" in missing.content[0].text
     assert "hydro dams" in read.contents[0].text
     text = prompt.messages[0].content.text
     assert "Question: battery storage" in text

@@ -338,7 +338,7 @@ def _pack(text: str, spans: list[tuple[int, int]], options: ChunkerOptions) -> l
 
 
 class CharacterChunker(_Base):
-    """Cuts at the first separator that occurs (default: blank line, line, sentence, space), packs to ``size``."""
+    """Cuts at the first separator found (default: blank line, line, sentence, space); packs to ``size``."""
 
     kind = "character"
     accepts = _Base.accepts | {"separators"}
