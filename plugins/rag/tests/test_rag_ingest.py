@@ -195,3 +195,44 @@ async def test_bare_names_live_under_the_data_directory(corpus: Path, tmp_path: 
         assert kb.name == "handbook"
     with pytest.raises(KBError, match="not valid"):
         await KnowledgeBase.open("bad name!", kernel=make_kernel(), create=True)
+
+
+def _dict_store_plugin() -> object:
+    """The dict-backed store of docs/examples: another store plugin, picked by name."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[3] / "docs/examples/hooks/register_vector_stores.py"
+    spec = importlib.util.spec_from_file_location("rag_test_dict_store", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_store_embedder_and_chunker_come_from_the_settings(corpus: Path, tmp_path: Path) -> None:
+    from toolkernel import Kernel
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_rag import plugin as rag
+
+    settings = {
+        "rag": {
+            "embedder": EMBEDDER,
+            "store": "dict",
+            "chunker": "recursive",
+            "chunk_size": 120,
+            "chunk_overlap": 10,
+            "chunk_length": "characters",
+        }
+    }
+    kernel = Kernel(load_entry_points=False, plugins=[rag, local_embed, _dict_store_plugin()], settings=settings)
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
+        await ingest(kb, [str(corpus)])
+        assert kb.store.name == "dict"
+        assert await kb.store.count(kb.index) == kb.catalog.counts()[2]
+        assert all(len(c.text) <= 120 for c in kb.catalog.document_chunks(["guide/install.md"]))
+        assert (await kb.search("tomato pests", top_k=1))[0].chunk.document_id == "web/page.html"
+    manifest = read_manifest(tmp_path / "kb")
+    assert manifest is not None
+    assert (manifest.embedder.name, manifest.store.name) == (EMBEDDER, "dict")
+    assert manifest.chunker == {"name": "recursive", "size": 120, "overlap": 10, "length": "characters"}
