@@ -408,7 +408,8 @@ async def test_hook_register_kb_extensions(tmp_path):
     plugin = load_example("hooks/register_kb_extensions.py")
     docs = tmp_path / "docs"
     docs.mkdir()
-    for name, title in [("quick.md", "Quickstart guide"), ("ref.md", "Reference"), ("old.md", "Quickstart notes")]:
+    pages = [("quick.md", "Quickstart guide"), ("ref.md", "Reference"), ("old.md", "Quickstart notes")]
+    for name, title in pages:
         (docs / name).write_text(f"# {title}\n\nSome text about {name}.\n")
 
     def kernel():

@@ -225,7 +225,8 @@ async def test_store_embedder_and_chunker_come_from_the_settings(corpus: Path, t
             "chunk_length": "characters",
         }
     }
-    kernel = Kernel(load_entry_points=False, plugins=[rag, local_embed, _dict_store_plugin()], settings=settings)
+    plugins = [rag, local_embed, _dict_store_plugin()]
+    kernel = Kernel(load_entry_points=False, plugins=plugins, settings=settings)
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
         await ingest(kb, [str(corpus)])
         assert kb.store.name == "dict"
