@@ -396,8 +396,9 @@ def register_commands(registry: CommandRegistry) -> None:
     """Add sub-commands to the ``toolkernel`` command line.
 
     :param registry: ``registry.add(name, configure, run, help=...)``; ``configure`` adds
-        arguments to an :class:`argparse.ArgumentParser`, ``run(args, kernel)`` returns
-        an exit code (or an awaitable of one).
+        arguments to an :class:`argparse.ArgumentParser` (with ``pass_kernel=True`` it
+        also receives the kernel), ``run(args, kernel)`` returns an exit code (or an
+        awaitable of one).
 
     Example: ``docs/examples/hooks/register_commands.py`` (run by ``tests/test_docs.py``).
 
