@@ -402,6 +402,56 @@ async def test_hook_register_rerankers(kernel_with):
     assert scores == [0.5, 1.0, 0.0]
 
 
+def test_hook_register_chunkers(kernel_with):
+    from toolkernel.chunkers import Chunk, Chunker
+
+    kernel = kernel_with(load_example("hooks/register_chunkers.py"))
+    chunker = kernel.chunker("paragraph")
+    assert isinstance(chunker, Chunker)
+    assert chunker.chunk("One.\n\nTwo\nlines.") == [Chunk("One.", 0, 4), Chunk("Two\nlines.", 6, 16)]
+    assert kernel.chunker("paragraph", min_chars=5).chunk("One.\n\nTwo\nlines.") == [
+        Chunk("Two\nlines.", 6, 16)
+    ]
+    assert chunker.describe() == {"name": "paragraph", "min_chars": 1}
+
+
+@pytest.mark.anyio
+async def test_hook_register_kb_extensions(tmp_path):
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import KBServerOptions, KnowledgeBase, ingest, kb_server
+    from toolkernel_rag import plugin as rag
+
+    plugin = load_example("hooks/register_kb_extensions.py")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pages = [("quick.md", "Quickstart guide"), ("ref.md", "Reference"), ("old.md", "Quickstart notes")]
+    for name, title in pages:
+        (docs / name).write_text(f"# {title}\n\nSome text about {name}.\n")
+
+    def kernel():
+        return toolkernel.Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed, plugin])
+
+    where = str(tmp_path / "kb")
+    # Ingested without the extension first: opening it later catches it up.
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256", extensions=False
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    assert not (tmp_path / "kb" / "extensions" / "titles" / "titles.json").exists()
+    (docs / "old.md").unlink()
+    async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
+        await ingest(kb, [str(docs)])
+        assert kb.modes == ["hybrid", "dense", "sparse", "title"]
+        server = kb_server(kb, KBServerOptions(mandatory_filter={"path": {"$ne": "ref.md"}}))
+        async with connect_in_memory(server) as client:
+            [search] = [t for t in (await client.list_tools()).tools if t.name == "search"]
+            found = await client.call_tool("search", {"query": "quickstart reference", "mode": "title"})
+    assert "title" in search.input_schema["properties"]["mode"]["enum"]
+    # old.md was deleted (the extension heard of it), ref.md is outside the mandatory filter.
+    assert [h["document_id"] for h in found.structured_content["results"]] == ["quick.md"]
+
+
 @pytest.mark.anyio
 async def test_hook_register_tools(kernel_with):
     plugin = load_example("hooks/register_tools.py")

@@ -20,8 +20,10 @@ from toolkernel._loading import LoadPolicy, PluginInfo, describe_entry_point, di
 from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
 from toolkernel.registries import (
     AuthProviderRegistry,
+    ChunkerRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
+    KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
     Registry,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from toolkernel.auth import AuthProvider
+    from toolkernel.chunkers import Chunker
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
     from toolkernel.rerankers import Reranker
@@ -296,6 +299,16 @@ class Kernel:
         return self._collect("register_rerankers", RerankerRegistry(self._origin_of))
 
     @cached_property
+    def chunkers(self) -> ChunkerRegistry:
+        """Chunker factories by name."""
+        return self._collect("register_chunkers", ChunkerRegistry(self._origin_of))
+
+    @cached_property
+    def kb_extensions(self) -> KBExtensionRegistry:
+        """Knowledge-base extension factories by name."""
+        return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
+
+    @cached_property
     def tools(self) -> ToolRegistry:
         """Tools plugins contribute to every served server."""
         return self._collect("register_tools", ToolRegistry(self._origin_of))
@@ -363,6 +376,7 @@ class Kernel:
             self.vector_stores,
             self.embedders,
             self.rerankers,
+            self.chunkers,
         ]
 
     # -- typed access to what plugins provide -----------------------------------------------
@@ -444,6 +458,13 @@ class Kernel:
                 )
             return factory(None)
         return factory(self._factory_settings(self.auth_providers, name, options))
+
+    def chunker(self, name: str, **options: Any) -> Chunker:
+        """A chunker from the factory registered as ``name`` (settings as for :meth:`vector_store`)."""
+        factory = self.chunkers.get(name)
+        if self.chunkers.settings_of(name) is None:
+            return factory(**options)
+        return factory(self._factory_settings(self.chunkers, name, options))
 
     def client_transport(
         self,
@@ -548,6 +569,8 @@ _REGISTRY_ATTRS = (
     "vector_stores",
     "embedders",
     "rerankers",
+    "chunkers",
+    "kb_extensions",
     "tools",
     "resources",
     "prompts",
