@@ -68,6 +68,11 @@ def _embedder_tokenizers() -> dict[str, str]:
     return {"local/minilm-l6-int8": "toolkernel_local_embed:assets/minilm-l6-tokenizer.json"}
 
 
+def known_tokenizer(embedder: str) -> bool:
+    """Whether the tokenizer of ``embedder`` ships with an installed package."""
+    return embedder in _embedder_tokenizers()
+
+
 @cache
 def load_tokenizer(spec: str) -> Tokenizer:
     """A ``tokenizers.Tokenizer`` for an embedder name or a path, with truncation and padding off."""

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from toolkernel import hookimpl
 
 if TYPE_CHECKING:
+    from toolkernel.cli import CommandRegistry
     from toolkernel.registries import ChunkerRegistry
 
 
@@ -17,3 +18,13 @@ def register_chunkers(registry: ChunkerRegistry) -> None:
 
     for kind in CHUNKERS:
         registry.add(kind, factory(kind))
+
+
+@hookimpl
+def register_commands(registry: CommandRegistry) -> None:
+    """Add ``toolkernel kb``: ingest, serve, list, stats, delete."""
+    from toolkernel_rag.cli import configure, run
+
+    registry.add(
+        "kb", configure, run, help="Knowledge bases: ingest documents, serve them over MCP.", pass_kernel=True
+    )
