@@ -73,7 +73,7 @@ def test_evaluate_averages_over_queries(tmp_path: Path) -> None:
 
 def test_loader_names_what_is_missing(tmp_path: Path) -> None:
     (tmp_path / "corpus.jsonl").write_text("")
-    with pytest.raises(FileNotFoundError, match="missing queries.jsonl, qrels.tsv"):
+    with pytest.raises(FileNotFoundError, match=r"missing queries\.jsonl, qrels\.tsv"):
         beir.load(tmp_path)
 
 
