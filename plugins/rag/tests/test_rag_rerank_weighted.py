@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from toolkernel.rerankers import Reranker
-from toolkernel_rag.rerankers import Candidate, CandidateScorer, RerankError, candidate_depth, rerank
+from toolkernel_rag.rerankers import Candidate, CandidateScorer, RerankError, rerank
 from toolkernel_rag.rerankers import plugin as rerank_plugin
 from toolkernel_rag.rerankers.semantic import lexical_scorer
 from toolkernel_rag.rerankers.weighted import weighted_reranker
@@ -183,14 +183,3 @@ async def test_rerank_cuts_keeps_ties_in_order_and_checks_top_k() -> None:
     assert await rerank(reranker, "q", []) == []
     with pytest.raises(RerankError, match="top_k must be at least 1, got 0"):
         await rerank(reranker, "q", [Candidate("a", 0.0)], top_k=0)
-
-
-def test_candidate_depth_over_fetches_within_bounds() -> None:
-    assert candidate_depth(10) == 30
-    assert candidate_depth(1) == 30
-    assert candidate_depth(20) == 60
-    assert candidate_depth(50) == 100
-    assert candidate_depth(200) == 200  # never fewer than asked for
-    assert candidate_depth(5, factor=2, minimum=4, maximum=8) == 8
-    with pytest.raises(RerankError, match="top_k must be at least 1"):
-        candidate_depth(0)

@@ -8,7 +8,6 @@ from __future__ import annotations
 from toolkernel_rag.rerankers.candidates import Candidate as Candidate
 from toolkernel_rag.rerankers.candidates import CandidateScorer as CandidateScorer
 from toolkernel_rag.rerankers.candidates import RerankError as RerankError
-from toolkernel_rag.rerankers.candidates import candidate_depth as candidate_depth
 from toolkernel_rag.rerankers.candidates import rerank as rerank
 
-__all__ = ["Candidate", "CandidateScorer", "RerankError", "candidate_depth", "rerank"]
+__all__ = ["Candidate", "CandidateScorer", "RerankError", "rerank"]

@@ -1,4 +1,4 @@
-"""Reranking retrieved candidates: input checks, how many to over-fetch, and the reorder itself.
+"""Reranking retrieved candidates: input checks and the reorder itself.
 
 Every reranker implements the kernel's :class:`~toolkernel.rerankers.Reranker` (text in, one score
 per passage out). A reranker that also uses what retrieval knew (its scores and order), such as
@@ -59,21 +59,6 @@ def check_scores(name: str, scores: Sequence[float], expected: int) -> list[floa
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise RerankError(f"{name}: score {index} is {value!r}, not a finite number")
     return [float(v) for v in values]
-
-
-def candidate_depth(top_k: int, *, factor: int = 3, minimum: int = 30, maximum: int = 100) -> int:
-    """How many candidates to retrieve so a reranker can promote results from below the top ``top_k``.
-
-    ``factor`` times ``top_k``, at least ``minimum`` and at most ``maximum`` (never below ``top_k``):
-    reordering only the ``top_k`` a plain search returns could never bring in a missed document.
-    """
-    if top_k < 1:
-        raise RerankError(f"top_k must be at least 1, got {top_k}")
-    if factor < 1 or minimum < 1 or maximum < 1:
-        raise RerankError(
-            f"factor, minimum and maximum must be at least 1, got {factor}, {minimum}, {maximum}"
-        )
-    return max(top_k, min(maximum, max(minimum, factor * top_k)))
 
 
 async def rerank(
