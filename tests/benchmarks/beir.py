@@ -4,8 +4,8 @@ A data set directory holds ``corpus.jsonl`` (``id``, ``title``, ``text``), ``que
 (``id``, ``text``) and ``qrels.tsv`` (``query-id``, ``corpus-id``, ``score`` with a header line).
 The metrics follow BEIR: nDCG@k with graded gains and a log2 discount, Recall@k, and All@k
 (the share of queries whose every relevant document is in the top k, the figure multi-hop sets
-need). Corpus embeddings are cached as ``.npz`` under a gitignored directory because embedding
-SciFact with MiniLM on two cores takes minutes.
+need). Query embeddings are cached under a gitignored directory, beside the benchmark knowledge
+bases, because MiniLM on a busy two-core machine is slow.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,25 +140,18 @@ def percentile(samples: Sequence[float], share: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def cached_embeddings(
+def cached_query_embeddings(
     data: Dataset, model: str, embed: Callable[[list[str]], npt.NDArray[np.float32]], cache: Path = CACHE
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-    """Document and query vectors of ``data`` under ``model``, computed once and kept in ``cache``.
-
-    The file name carries a hash of the texts, so a changed data set never reuses stale vectors.
-    """
-    digest = hashlib.sha256("\n".join(data.docs + data.queries).encode()).hexdigest()[:12]
-    path = cache / f"{data.name}-{model.replace('/', '__')}-{digest}.npz"
+) -> npt.NDArray[np.float32]:
+    """Query vectors of ``data`` under ``model``, computed once and kept in ``cache``."""
+    digest = hashlib.sha256("\n".join(data.queries).encode()).hexdigest()[:12]
+    path = cache / f"{data.name}-queries-{model.replace('/', '__')}-{digest}.npy"
     if path.exists():
-        stored = np.load(path)
-        return stored["docs"], stored["queries"]
-    started = time.perf_counter()
-    docs = embed(data.docs)
-    queries = embed(data.queries)
-    print(f"  embedded {data.name} with {model} in {time.perf_counter() - started:.0f} s", flush=True)
+        return np.load(path)
+    vectors = embed(data.queries)
     cache.mkdir(parents=True, exist_ok=True)
-    np.savez(path, docs=docs, queries=queries)
-    return docs, queries
+    np.save(path, vectors)
+    return vectors
 
 
 def local_embed(model: str = "minilm-l6-int8") -> Callable[[list[str]], npt.NDArray[np.float32]]:
@@ -177,11 +169,3 @@ def local_embed(model: str = "minilm-l6-int8") -> Callable[[list[str]], npt.NDAr
         return np.asarray(anyio.run(embedder.embed, texts), dtype=np.float32)
 
     return embed
-
-
-if __name__ == "__main__":
-    # Fill the embedding cache for both data sets (minutes on two cores): run in the background.
-    embed = local_embed()
-    for name in ("scifact", "hotpotqa"):
-        dataset = load(name)
-        cached_embeddings(dataset, "local/minilm-l6-int8", embed)

