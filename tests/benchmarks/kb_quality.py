@@ -18,7 +18,9 @@ A result's ``document_id`` is the corpus record's ``id``. The tool returns passa
 so a document can appear more than once; the ranking scored is the distinct documents in the
 order they first appear. Reported per configuration: nDCG@10, Recall@10, All@10 (share of
 queries with every relevant document in the top 10), the mean number of distinct documents in
-the passages returned, and the client-side latency p50/p99 of the ``tools/call`` round trip.
+the passages returned, the client-side latency p50/p99 of the ``tools/call`` round trip, and the
+server's CPU time per call (``/proc``, 10 ms ticks averaged over all calls): on a shared machine
+latency mostly measures how many time slices the server got, CPU per call the work it did.
 Writes ``tests/benchmarks/results/kb_quality.json``.
 """
 
@@ -122,6 +124,7 @@ async def run_queries(
     rankings: dict[str, list[list[str]]] = {c.name: [] for c in wanted}
     latencies: dict[str, list[float]] = {c.name: [] for c in wanted}
     distinct: dict[str, list[int]] = {c.name: [] for c in wanted}
+    server_cpu: dict[str, float] = {c.name: 0.0 for c in wanted}
     async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
         with anyio.fail_after(CALL_TIMEOUT):
             tools = await client.list_tools()
@@ -129,13 +132,15 @@ async def run_queries(
             raise RuntimeError("kb serve offers no 'search' tool")
         for config in wanted:  # warm-up: load models, fill caches
             await _search(client, data.queries[0], config)
+        pid = server_pid()
         for number in range(count):
             query = data.queries[number]
             for shift in range(len(wanted)):
                 config = wanted[(number + shift) % len(wanted)]
-                started = time.perf_counter()
+                cpu, started = cpu_seconds(pid), time.perf_counter()
                 documents = await _search(client, query, config)
                 latencies[config.name].append(time.perf_counter() - started)
+                server_cpu[config.name] += cpu_seconds(pid) - cpu
                 ranking = list(dict.fromkeys(documents))
                 rankings[config.name].append(ranking)
                 distinct[config.name].append(len(ranking))
@@ -159,9 +164,31 @@ async def run_queries(
             "distinct_documents": round(sum(distinct[config.name]) / count, 2),
             "p50_ms": round(1000 * beir.percentile(times, 0.5), 1),
             "p99_ms": round(1000 * beir.percentile(times, 0.99), 1),
+            "server_cpu_ms_per_call": round(1000 * server_cpu[config.name] / count, 1),
             "arguments": config.arguments,
         }
     return out
+
+
+def server_pid() -> int | None:
+    """The ``kb serve`` child of this process (Linux ``/proc``), to read its CPU time; None elsewhere."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"serve" in cmdline and b"kb" in cmdline:
+            return int(stat.parent.name)
+    return None
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (10 ms ticks); 0 when unknown."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _search(client: Client, query: str, config: Config) -> list[str]:
@@ -201,13 +228,13 @@ def main() -> None:
         print(f"\n{name} (hybrid target nDCG@10 >= {REFERENCE.get(name, float('nan')):.3f})")
         print(
             f"{'configuration':<22} {'nDCG@10':>8} {'R@10':>7} {'All@10':>7} {'docs':>5} "
-            f"{'p50 ms':>7} {'p99 ms':>7}"
+            f"{'p50 ms':>7} {'p99 ms':>7} {'srv CPU ms':>10}"
         )
         for config, row in rows.items():
             print(
                 f"{config:<22} {row['ndcg_at_10']:>8.4f} {row['recall_at_10']:>7.4f} "
                 f"{row['all_at_10']:>7.4f} {row['distinct_documents']:>5.1f} "
-                f"{row['p50_ms']:>7.1f} {row['p99_ms']:>7.1f}",
+                f"{row['p50_ms']:>7.1f} {row['p99_ms']:>7.1f} {row['server_cpu_ms_per_call']:>10.1f}",
                 flush=True,
             )
     report["machine"]["load_end"] = os.getloadavg()
