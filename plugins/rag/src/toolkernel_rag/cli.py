@@ -93,11 +93,11 @@ def _json_option(value: str | None, flag: str) -> Any:
 
 async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.ingest import ingest
-    from toolkernel_rag.kb import DEFAULT_CHUNKER, KnowledgeBase
+    from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
 
     chunker: dict[str, Any] | None = None
     if any(v is not None for v in (args.chunker, args.size, args.overlap, args.length)):
-        chunker = dict(DEFAULT_CHUNKER)
+        chunker = default_chunker(rag_settings(kernel))
         for key in ("size", "overlap", "length"):
             if getattr(args, key) is not None:
                 chunker[key] = getattr(args, key)
@@ -163,7 +163,7 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
 
     from toolkernel.errors import ConfigError
     from toolkernel.transports import ServeOptions
-    from toolkernel_rag.kb import KnowledgeBase
+    from toolkernel_rag.kb import KnowledgeBase, rag_settings
     from toolkernel_rag.server import KBServerOptions, kb_server
 
     if args.transport not in kernel.server_transports:
@@ -174,8 +174,12 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         serve_options = ServeOptions(host=args.host, port=args.port, path=args.path)
     except ValidationError as exc:
         raise ConfigError(f"kb serve: {exc}") from None
+    settings = rag_settings(kernel)
     options = KBServerOptions(
-        mandatory_filter=_json_option(args.mandatory_filter, "--mandatory-filter"), reranker=args.reranker
+        mandatory_filter=_json_option(args.mandatory_filter, "--mandatory-filter"),
+        reranker=args.reranker or settings.reranker,
+        depth=settings.depth,
+        rerank_depth=settings.rerank_depth,
     )
     async with await KnowledgeBase.open(args.kb, kernel=kernel) as kb:
         kb.sparse.refresh(kb.catalog)  # load (or rebuild) the BM25 index before the first query

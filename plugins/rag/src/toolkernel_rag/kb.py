@@ -34,6 +34,7 @@ from toolkernel_rag.layout import (
     resolve_kb,
     write_manifest,
 )
+from toolkernel_rag.settings import RagSettings
 from toolkernel_rag.shapes import BUILTIN_MODES
 from toolkernel_rag.sparse import SparseIndex
 
@@ -44,10 +45,7 @@ if TYPE_CHECKING:
     from toolkernel.rerankers import Reranker
     from toolkernel.vectors import VectorStore
 
-DEFAULT_EMBEDDER = "local/minilm-l6-int8"
 DEFAULT_STORE = "qdrant"
-DEFAULT_CHUNKER: dict[str, Any] = {"name": "auto", "size": 250, "overlap": 30, "length": "tokens"}
-"""Sized in the embedder's tokens: MiniLM reads 256 tokens, [CLS] and [SEP] included."""
 
 RRF_K = 60
 FUSION_DEPTH = 100
@@ -405,19 +403,22 @@ async def _new_manifest(
     store_options: Mapping[str, Any] | None,
     chunker: Mapping[str, Any] | None,
 ) -> Manifest:
-    embedder_name = embedder or DEFAULT_EMBEDDER
+    settings = rag_settings(kernel)
+    embedder_name = embedder or settings.embedder
+    if embedder_options is None and embedder is None:
+        embedder_options = settings.embedder_options
     made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
-    store_name = store or DEFAULT_STORE
-    options = dict(store_options or {})
-    if store_name == DEFAULT_STORE and not store_options:
+    store_name = store or settings.store
+    options = dict(store_options if store_options is not None else settings.store_options)
+    if store_name == DEFAULT_STORE and not options:
         options = {"path": STORE_DIR}
-    chunker_spec = dict(chunker or DEFAULT_CHUNKER)
+    chunker_spec = dict(chunker) if chunker is not None else default_chunker(settings)
     if chunker_spec.get("length") == "tokens" and "tokenizer" not in chunker_spec:
         from toolkernel_rag.chunking import known_tokenizer
 
         if known_tokenizer(embedder_name):
             chunker_spec["tokenizer"] = embedder_name
-        elif chunker is None:
+        elif chunker is None and settings.chunk_length == "tokens":
             # No tokenizer known for this embedder: size the default in characters (~4 per token).
             chunker_spec.update(length="characters", size=1000, overlap=120)
     name = kb_name(directory)
@@ -434,6 +435,28 @@ async def _new_manifest(
     kind = probe.pop("name")
     kernel.chunker("recursive" if kind == "auto" else kind, **probe)
     return manifest
+
+
+def rag_settings(kernel: Kernel) -> RagSettings:
+    """``[plugins.rag]`` when this plugin is loaded in ``kernel``, else the defaults."""
+    if "rag" in kernel.settings_models:
+        found = kernel.settings("rag")
+        if isinstance(found, RagSettings):
+            return found
+    return RagSettings()
+
+
+def default_chunker(settings: RagSettings) -> dict[str, Any]:
+    """The chunker spec a new knowledge base records, from the settings.
+
+    The default is sized in the embedder's tokens: MiniLM reads 256 tokens, [CLS] and [SEP] included.
+    """
+    return {
+        "name": settings.chunker,
+        "size": settings.chunk_size,
+        "overlap": settings.chunk_overlap,
+        "length": settings.chunk_length,
+    }
 
 
 def _check_agrees(

@@ -8,7 +8,15 @@ from toolkernel import hookimpl
 
 if TYPE_CHECKING:
     from toolkernel.cli import CommandRegistry
-    from toolkernel.registries import ChunkerRegistry
+    from toolkernel.registries import ChunkerRegistry, SettingsRegistry
+
+
+@hookimpl
+def register_settings(registry: SettingsRegistry) -> None:
+    """Declare ``[plugins.rag]``: embedder, store and chunker of new knowledge bases, serving defaults."""
+    from toolkernel_rag.settings import RagSettings
+
+    registry.add("rag", RagSettings)
 
 
 @hookimpl

@@ -22,7 +22,7 @@ from toolkernel.resources import Resource, ResourceTemplate
 from toolkernel.tools import Tool, ToolResult, create_tool, text_block
 from toolkernel_rag.kb import Hit, KnowledgeBase
 from toolkernel_rag.layout import KBError
-from toolkernel_rag.shapes import SearchHit, SearchResults, Source, search_input_schema
+from toolkernel_rag.shapes import SearchHit, SearchResults, Source, output_schema, search_input_schema
 
 if TYPE_CHECKING:
     from toolkernel.server import MCPServer
@@ -155,7 +155,9 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
         results = SearchResults(
             results=[_shape(kb, h, bool(args.get("include_sources", True))) for h in hits]
         )
-        return ToolResult(content=[text_block(_as_text(results))], structured=results)
+        # Absent rather than null: no vector unless asked for, no source when left out.
+        structured = results.model_dump(mode="json", exclude_none=True)
+        return ToolResult(content=[text_block(_as_text(results))], structured=structured)
 
     return create_tool(
         id="search",
@@ -164,7 +166,7 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
             "passages with their document id, score, metadata and source (a kb:// URI to cite or read)."
         ),
         input_schema=schema,
-        output_schema=SearchResults,
+        output_schema=output_schema(),
         execute=execute,
         annotations={"readOnlyHint": True, "openWorldHint": False},
     )
