@@ -1,0 +1,3 @@
+"""Hook implementations of toolkernel-graphrag."""
+
+from __future__ import annotations

@@ -1,0 +1,76 @@
+"""Settings of the graph: how it is built (fixed per knowledge base) and how it is walked (per query).
+
+Each default says in its description how it was chosen; ``docs/plugins/graphrag.md`` has the
+measurements behind them.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolkernel_graphrag.normalise import Normalisation, alias_table
+
+
+class GraphSettings(BaseModel):
+    """How the graph is built. Changing one of these means rebuilding the graph (re-ingest)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    extractor: str = Field(
+        default="phrases",
+        description="Entity extractor, by the name it was registered under (register_entity_extractors).",
+    )
+    normalisation: Normalisation = Field(
+        default=Normalisation.FULL,
+        description="How entity surface forms fold into keys; 'full' measured best (docs/plugins/graphrag.md).",
+    )
+    aliases: dict[str, str] = Field(
+        default_factory=dict, description='Extra aliases, alias -> canonical name: {"USA": "United States"}.'
+    )
+    knn: int = Field(
+        default=5,
+        ge=0,
+        le=100,
+        description="Similarity neighbours per chunk (weak edges); 0 builds none and needs no vectors.",
+    )
+    knn_weight: float = Field(
+        default=0.1,
+        ge=0,
+        description="Weight of a similarity edge per unit of cosine, against an entity edge's IDF (2–8).",
+    )
+
+    @cached_property
+    def _aliases(self) -> dict[str, str]:
+        return alias_table(self.aliases)
+
+    def alias_keys(self) -> dict[str, str]:
+        """The alias table with both sides normalised."""
+        return self._aliases
+
+    def graph_identity(self) -> dict[str, Any]:
+        """What a persisted graph records, so a graph is never read with other build settings."""
+        return self.model_dump(mode="json")
+
+
+class WalkSettings(BaseModel):
+    """How a query walks the graph."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    damping: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="Probability of following an edge rather than restarting at the seeds (HippoRAG 2's 0.5).",
+    )
+    seeds: int = Field(default=20, gt=0, le=1000, description="Seed chunks taken from the hybrid ranking.")
+    entity_seed_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of the restart mass on entities named in the query (the rest on seed chunks).",
+    )
+    fusion_k: int = Field(default=60, gt=0, description="Reciprocal-rank-fusion constant (the usual 60).")
