@@ -380,6 +380,19 @@ async def test_hook_register_rerankers(kernel_with):
     assert scores == [0.5, 1.0, 0.0]
 
 
+def test_hook_register_chunkers(kernel_with):
+    from toolkernel.chunkers import Chunk, Chunker
+
+    kernel = kernel_with(load_example("hooks/register_chunkers.py"))
+    chunker = kernel.chunker("paragraph")
+    assert isinstance(chunker, Chunker)
+    assert chunker.chunk("One.\n\nTwo\nlines.") == [Chunk("One.", 0, 4), Chunk("Two\nlines.", 6, 16)]
+    assert kernel.chunker("paragraph", min_chars=5).chunk("One.\n\nTwo\nlines.") == [
+        Chunk("Two\nlines.", 6, 16)
+    ]
+    assert chunker.describe() == {"name": "paragraph", "min_chars": 1}
+
+
 @pytest.mark.anyio
 async def test_hook_register_tools(kernel_with):
     plugin = load_example("hooks/register_tools.py")

@@ -20,8 +20,10 @@ from toolkernel._loading import LoadPolicy, PluginInfo, describe_entry_point, di
 from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
 from toolkernel.registries import (
     AuthProviderRegistry,
+    ChunkerRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
+    KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
     Registry,
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
+    from toolkernel.chunkers import Chunker
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
     from toolkernel.rerankers import Reranker
@@ -285,6 +288,16 @@ class Kernel:
         return self._collect("register_rerankers", RerankerRegistry(self._origin_of))
 
     @cached_property
+    def chunkers(self) -> ChunkerRegistry:
+        """Chunker factories by name."""
+        return self._collect("register_chunkers", ChunkerRegistry(self._origin_of))
+
+    @cached_property
+    def kb_extensions(self) -> KBExtensionRegistry:
+        """Knowledge-base extension factories by name."""
+        return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
+
+    @cached_property
     def tools(self) -> ToolRegistry:
         """Tools plugins contribute to every served server."""
         return self._collect("register_tools", ToolRegistry(self._origin_of))
@@ -361,6 +374,10 @@ class Kernel:
     def reranker(self, name: str, **options: Any) -> Reranker:
         """A reranker from the factory registered as ``name``."""
         return self.rerankers.get(name)(**options)
+
+    def chunker(self, name: str, **options: Any) -> Chunker:
+        """A chunker from the factory registered as ``name``."""
+        return self.chunkers.get(name)(**options)
 
     def client_transport(
         self,
@@ -454,6 +471,8 @@ _REGISTRY_ATTRS = (
     "vector_stores",
     "embedders",
     "rerankers",
+    "chunkers",
+    "kb_extensions",
     "tools",
     "resources",
     "prompts",

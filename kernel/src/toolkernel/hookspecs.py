@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from toolkernel.events import SessionEvent, ToolEvent
     from toolkernel.registries import (
         AuthProviderRegistry,
+        ChunkerRegistry,
         ClientTransportRegistry,
         EmbedderRegistry,
+        KBExtensionRegistry,
         MiddlewareRegistry,
         PromptRegistry,
         RerankerRegistry,
@@ -138,6 +140,36 @@ def register_rerankers(registry: RerankerRegistry) -> None:
     Example: ``docs/examples/hooks/register_rerankers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_chunkers(registry: ChunkerRegistry) -> None:
+    """Add chunkers: objects that split a document's text into passages to embed.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.chunkers.Chunker`. Options a chunker does not know must raise,
+        naming them. A knowledge base records the chunker's ``describe()`` in its manifest.
+
+    Example: ``docs/examples/hooks/register_chunkers.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_kb_extensions(registry: KBExtensionRegistry) -> None:
+    """Add knowledge-base extensions: indexes fed by ingestion that add ``search`` modes and tools.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(context)`` takes a
+        :class:`~toolkernel.knowledge.KBContext` and returns a
+        :class:`~toolkernel.knowledge.KBExtension`. ``name`` (lowercase, digits, ``-``)
+        names the extension's directory inside the knowledge base and the
+        ``toolkernel kb ingest --no-<name>`` flag that leaves it out of a run.
+
+    Example: ``docs/examples/hooks/register_kb_extensions.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
     """
 
 

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from toolkernel.auth import AuthProviderFactory
+    from toolkernel.chunkers import ChunkerFactory
     from toolkernel.embedders import EmbedderFactory
+    from toolkernel.knowledge import KBExtensionFactory
     from toolkernel.middleware import ToolMiddleware
     from toolkernel.prompts import Prompt
     from toolkernel.rerankers import RerankerFactory
@@ -184,6 +186,29 @@ class RerankerRegistry(Registry["RerankerFactory"]):
     def add(self, name: str, factory: RerankerFactory) -> None:
         """Register ``factory(**options) -> Reranker`` under ``name``."""
         _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
+class ChunkerRegistry(Registry["ChunkerFactory"]):
+    kind = "chunker"
+
+    def add(self, name: str, factory: ChunkerFactory) -> None:
+        """Register ``factory(**options) -> Chunker`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
+class KBExtensionRegistry(Registry["KBExtensionFactory"]):
+    kind = "knowledge-base extension"
+
+    def add(self, name: str, factory: KBExtensionFactory) -> None:
+        """Register ``factory(context) -> KBExtension`` under ``name`` (also its ``--no-<name>`` flag)."""
+        _require_callable(self.kind, name, factory)
+        if not re.match(r"^[a-z][a-z0-9-]*$", name):
+            raise RegistrationError(
+                f"knowledge-base extension name {name!r}: use lowercase letters, digits and '-' "
+                "(it names a directory and a command-line flag)"
+            )
         self._add(name, factory)
 
 

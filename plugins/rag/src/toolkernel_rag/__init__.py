@@ -1,0 +1,1 @@
+"""toolkernel-rag: knowledge bases — ingest documents, serve them as MCP tools with hybrid retrieval."""
