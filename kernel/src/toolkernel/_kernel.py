@@ -23,6 +23,7 @@ from toolkernel.registries import (
     ChunkerRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
+    EntityExtractorRegistry,
     KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from toolkernel.chunkers import Chunker
+    from toolkernel.entities import EntityExtractor
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
     from toolkernel.rerankers import Reranker
@@ -298,6 +300,11 @@ class Kernel:
         return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
 
     @cached_property
+    def entity_extractors(self) -> EntityExtractorRegistry:
+        """Entity extractor factories by name."""
+        return self._collect("register_entity_extractors", EntityExtractorRegistry(self._origin_of))
+
+    @cached_property
     def tools(self) -> ToolRegistry:
         """Tools plugins contribute to every served server."""
         return self._collect("register_tools", ToolRegistry(self._origin_of))
@@ -378,6 +385,10 @@ class Kernel:
     def chunker(self, name: str, **options: Any) -> Chunker:
         """A chunker from the factory registered as ``name``."""
         return self.chunkers.get(name)(**options)
+
+    def entity_extractor(self, name: str, **options: Any) -> EntityExtractor:
+        """An entity extractor from the factory registered as ``name``."""
+        return self.entity_extractors.get(name)(**options)
 
     def client_transport(
         self,
@@ -473,6 +484,7 @@ _REGISTRY_ATTRS = (
     "rerankers",
     "chunkers",
     "kb_extensions",
+    "entity_extractors",
     "tools",
     "resources",
     "prompts",

@@ -28,9 +28,12 @@ import scipy.sparse as sp
 
 from toolkernel_graphrag.links import document_keys, extract_links
 from toolkernel_graphrag.normalise import Normalisation, normalise
+from toolkernel_graphrag.phrases import sub_phrases
 from toolkernel_graphrag.settings import GraphSettings
 
 FORMAT_VERSION = 1
+KEY_MEMO = 1_000_000
+"""Surface forms whose keys are remembered (names repeat across chunks; normalising is the slow part)."""
 SIMILARITY_DECIMALS = 6
 """Cosine similarities are rounded so that matrix products of any shape give the same kNN lists."""
 
@@ -62,6 +65,7 @@ class _Slot:
     document_id: str
     metadata: dict[str, Any]
     entities: list[int]
+    titles: list[int]
 
 
 class ChunkGraph:
@@ -75,10 +79,15 @@ class ChunkGraph:
         self._entity_keys: list[str] = []
         self._entity_of: dict[str, int] = {}
         self._df: list[int] = []
+        self._title_df: list[int] = []
         self._vectors: Vectors | None = None
         self._knn: IntArray | None = None
         self._knn_sim: npt.NDArray[np.float32] | None = None
         self._adjacency: sp.csr_array | None = None
+        self._keys_of: dict[str, tuple[str, ...]] = {}
+        self._key_of: dict[str, str] = {}
+        self._entity_node: IntArray = np.zeros(0, dtype=np.int64)
+        self._postings: sp.csr_array | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -122,13 +131,49 @@ class ChunkGraph:
     def entity_node(self, key: str) -> int | None:
         """The matrix row of an entity key that links two chunks or more, else ``None``."""
         index = self._entity_of.get(key)
-        if index is None or self._df[index] < 2:
+        if index is None:
             return None
-        return len(self._slots) + index
+        self.adjacency()
+        node = int(self._entity_node[index])
+        return node if node >= 0 else None
+
+    def entity_slots(self, key: str) -> list[int]:
+        """The chunk rows that name the entity ``key`` (any document frequency)."""
+        index = self._entity_of.get(key)
+        if index is None or self._df[index] == 0:
+            return []
+        self.adjacency()
+        assert self._postings is not None
+        start, end = self._postings.indptr[index], self._postings.indptr[index + 1]
+        return sorted(int(s) for s in self._postings.indices[start:end])
 
     def key(self, surface: str) -> str:
-        """The entity key of a surface form under this graph's normalisation and aliases."""
-        return normalise(surface, self.settings.normalisation, self.settings.alias_keys())
+        """The entity key of a surface form under this graph's normalisation and aliases (memoised)."""
+        found = self._key_of.get(surface)
+        if found is None:
+            found = normalise(surface, self.settings.normalisation, self.settings.alias_keys())
+            if len(self._key_of) < KEY_MEMO:
+                self._key_of[surface] = found
+        return found
+
+    def keys(self, surface: str) -> tuple[str, ...]:
+        """The keys a surface form links under: its own and, with ``subphrases``, those of its
+        shorter runs ("President Richard Nixon" also links as "Richard Nixon"), memoised."""
+        found = self._keys_of.get(surface)
+        if found is None:
+            spans = sub_phrases(surface) if self.settings.subphrases else [surface]
+            found = tuple(dict.fromkeys(k for k in map(self.key, spans) if k))
+            if len(self._keys_of) < KEY_MEMO:
+                self._keys_of[surface] = found
+        return found
+
+    def title_keys(self, title: str) -> tuple[str, ...]:
+        """The keys a document's title answers to: the title, and its head before a comma
+        ("Summerlin, Nevada" is also "Summerlin", the way encyclopaedias disambiguate places)."""
+        heads = [title]
+        if "," in title:
+            heads.append(title.split(",", 1)[0])
+        return tuple(dict.fromkeys(k for k in map(self.key, heads) if k))
 
     # -- changing --------------------------------------------------------------------------
 
@@ -156,8 +201,10 @@ class ChunkGraph:
         for slot in freed:
             self._release(slot)
         added = [self._place(chunk, found) for chunk, found in zip(upserts, surfaces, strict=True)]
+        if self.settings.knn > 0 or any(c.vector is not None for c in upserts):
+            self._store_vectors(freed, added, upserts)
         if self.settings.knn > 0:
-            self._update_neighbours(freed, added, upserts)
+            self._update_neighbours(freed, added)
         self._adjacency = None
 
     def _release(self, slot: int) -> None:
@@ -165,23 +212,27 @@ class ChunkGraph:
         assert entry is not None
         for e in entry.entities:
             self._df[e] -= 1
+        for e in entry.titles:
+            self._title_df[e] -= 1
         del self._slot_of[entry.chunk_id]
         self._slots[slot] = None
         self._free.append(slot)
 
     def _place(self, chunk: ChunkInput, surfaces: Sequence[str]) -> int:
-        keys = {self.key(s) for s in surfaces}
-        if chunk.title:
-            keys.add(self.key(chunk.title))
-        keys.discard("")
+        keys = {k for surface in surfaces for k in self.keys(surface)}
+        title_keys = self.title_keys(chunk.title) if chunk.title else ()
+        keys.update(title_keys)
         keys.update(extract_links(chunk.text))
         keys.update(document_keys(chunk.document_id, chunk.source))
         entities = sorted(self._entity(k) for k in keys)
+        titles = sorted(self._entity_of[k] for k in set(title_keys))
         for e in entities:
             self._df[e] += 1
+        for e in titles:
+            self._title_df[e] += 1
         self._free.sort()
         slot = self._free.pop(0) if self._free else len(self._slots)
-        entry = _Slot(chunk.id, chunk.document_id, dict(chunk.metadata), entities)
+        entry = _Slot(chunk.id, chunk.document_id, dict(chunk.metadata), entities, titles)
         if slot == len(self._slots):
             self._slots.append(entry)
         else:
@@ -196,36 +247,59 @@ class ChunkGraph:
             self._entity_keys.append(key)
             self._entity_of[key] = index
             self._df.append(0)
+            self._title_df.append(0)
         return index
 
     # -- similarity edges ------------------------------------------------------------------
 
-    def _update_neighbours(self, freed: list[int], added: list[int], chunks: Sequence[ChunkInput]) -> None:
-        """Keep every live chunk's k nearest neighbours exact after slots were freed and filled."""
-        k = self.settings.knn
+    def vectors(self, allowed: npt.NDArray[np.bool_] | None = None) -> tuple[IntArray, Vectors]:
+        """The rows of the live chunks (those in ``allowed``) that have vectors, and their unit vectors."""
+        if self._vectors is None:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        live = np.array([e is not None for e in self._slots], dtype=bool)[: self._vectors.shape[0]]
+        if allowed is not None:
+            live &= allowed[: len(live)]
+        slots = np.flatnonzero(live)
+        return slots, self._vectors[slots]
+
+    def _store_vectors(self, freed: list[int], added: list[int], chunks: Sequence[ChunkInput]) -> None:
+        """Keep each chunk's unit vector in its row (similarity edges and Mastra's walk use them)."""
         missing = [c.id for c in chunks if c.vector is None]
         if missing:
-            raise ValueError(f"similarity edges (knn={k}) need a vector for every chunk; none for {missing[:3]}")
-        dimension = len(chunks[0].vector) if chunks else (0 if self._vectors is None else self._vectors.shape[1])
-        size = len(self._slots)
+            raise ValueError(f"every chunk needs a vector (similarity edges, knn={self.settings.knn}); "
+                             f"none for {missing[:3]}")
         if self._vectors is None:
+            dimension = len(chunks[0].vector or ())
             self._vectors = np.zeros((0, dimension), dtype=np.float32)
-            self._knn = np.full((0, k), -1, dtype=np.int64)
-            self._knn_sim = np.zeros((0, k), dtype=np.float32)
-        assert self._knn is not None and self._knn_sim is not None
-        if self._vectors.shape[1] != dimension:
-            raise ValueError(f"vectors of dimension {dimension}, the graph holds {self._vectors.shape[1]}")
-        grow = size - self._vectors.shape[0]
+        dimension = self._vectors.shape[1]
+        for chunk in chunks:
+            if len(chunk.vector or ()) != dimension:
+                raise ValueError(f"chunk {chunk.id!r}: vector of dimension {len(chunk.vector or ())}, "
+                                 f"the graph holds {dimension}")
+        grow = len(self._slots) - self._vectors.shape[0]
         if grow > 0:
             self._vectors = np.vstack([self._vectors, np.zeros((grow, dimension), dtype=np.float32)])
-            self._knn = np.vstack([self._knn, np.full((grow, k), -1, dtype=np.int64)])
-            self._knn_sim = np.vstack([self._knn_sim, np.zeros((grow, k), dtype=np.float32)])
         for slot in freed:
             self._vectors[slot] = 0.0
         for slot, chunk in zip(added, chunks, strict=True):
             vector = np.asarray(chunk.vector, dtype=np.float32)
             norm = float(np.linalg.norm(vector))
             self._vectors[slot] = vector / norm if norm > 0 else vector
+
+    def _update_neighbours(self, freed: list[int], added: list[int]) -> None:
+        """Keep every live chunk's k nearest neighbours exact after slots were freed and filled."""
+        k = self.settings.knn
+        size = len(self._slots)
+        if self._knn is None or self._knn_sim is None:
+            self._knn = np.full((0, k), -1, dtype=np.int64)
+            self._knn_sim = np.zeros((0, k), dtype=np.float32)
+        grow = size - self._knn.shape[0]
+        if grow > 0:
+            self._knn = np.vstack([self._knn, np.full((grow, k), -1, dtype=np.int64)])
+            self._knn_sim = np.vstack([self._knn_sim, np.zeros((grow, k), dtype=np.float32)])
+        for slot in freed:
+            self._knn[slot] = -1
+            self._knn_sim[slot] = 0.0
         live = np.array([e is not None for e in self._slots], dtype=bool)
         changed = set(freed) | set(added)
         stale = {int(s) for s in np.flatnonzero(np.isin(self._knn, list(changed)).any(axis=1)) if live[s]}
@@ -295,10 +369,11 @@ class ChunkGraph:
 
     def _assemble(self) -> sp.csr_array:
         chunks = len(self._slots)
-        size = chunks + len(self._entity_keys)
         df = np.asarray(self._df, dtype=np.float64)
         live = max(len(self._slot_of), 1)
         idf = np.where(df >= 2, np.log(live / np.maximum(df, 1.0)), 0.0)
+        # A title is an explicit reference: a chunk naming another document's title points at it.
+        idf *= np.where(np.asarray(self._title_df) > 0, self.settings.title_weight, 1.0)
         rows_list, cols_list = [], []
         for slot, entry in enumerate(self._slots):
             if entry is not None and entry.entities:
@@ -306,9 +381,17 @@ class ChunkGraph:
                 cols_list.append(np.asarray(entry.entities, dtype=np.int64))
         rows = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
         cols = np.concatenate(cols_list) if cols_list else np.zeros(0, dtype=np.int64)
+        self._postings = sp.csr_array(
+            (np.ones(len(rows)), (cols, rows)), shape=(len(self._entity_keys), chunks)
+        )
         weights = idf[cols]
         keep = weights > 0
-        rows, cols, weights = rows[keep], cols[keep] + chunks, weights[keep]
+        # Only entities that link two chunks or more become nodes, numbered after the chunk rows.
+        linking = np.flatnonzero(idf > 0)
+        self._entity_node = np.full(len(self._entity_keys), -1, dtype=np.int64)
+        self._entity_node[linking] = chunks + np.arange(len(linking))
+        size = chunks + len(linking)
+        rows, cols, weights = rows[keep], self._entity_node[cols[keep]], weights[keep]
         parts_rows, parts_cols, parts_w = [rows, cols], [cols, rows], [weights, weights]
         if self.settings.knn > 0 and self._knn is not None and self._knn_sim is not None:
             src = np.repeat(np.arange(self._knn.shape[0]), self._knn.shape[1])
@@ -339,15 +422,19 @@ class ChunkGraph:
             "settings": self.settings.graph_identity(),
             "entities": self._entity_keys,
             "slots": [
-                None if e is None else [e.chunk_id, e.document_id, e.metadata, e.entities] for e in self._slots
+                None if e is None else [e.chunk_id, e.document_id, e.metadata, e.entities, e.titles]
+                for e in self._slots
             ],
         }
         _atomic_write(directory / "graph.json", json.dumps(state, separators=(",", ":")).encode())
-        if self._vectors is not None and self._knn is not None and self._knn_sim is not None:
-            tmp = directory / "neighbours.tmp.npz"
+        if self._vectors is not None:
+            tmp = directory / "vectors.tmp.npz"
+            arrays = {"vectors": self._vectors}
+            if self._knn is not None and self._knn_sim is not None:
+                arrays.update(knn=self._knn, knn_sim=self._knn_sim)
             with tmp.open("wb") as out:
-                np.savez(out, vectors=self._vectors, knn=self._knn, knn_sim=self._knn_sim)
-            os.replace(tmp, directory / "neighbours.npz")
+                np.savez(out, **arrays)
+            os.replace(tmp, directory / "vectors.npz")
 
     @classmethod
     def load(cls, directory: Path, settings: GraphSettings | None = None) -> ChunkGraph:
@@ -369,21 +456,25 @@ class ChunkGraph:
         graph._entity_keys = list(state["entities"])
         graph._entity_of = {k: i for i, k in enumerate(graph._entity_keys)}
         graph._df = [0] * len(graph._entity_keys)
+        graph._title_df = [0] * len(graph._entity_keys)
         for slot, raw in enumerate(state["slots"]):
             if raw is None:
                 graph._slots.append(None)
                 graph._free.append(slot)
                 continue
-            chunk_id, document_id, metadata, entities = raw
-            graph._slots.append(_Slot(chunk_id, document_id, metadata, list(entities)))
+            chunk_id, document_id, metadata, entities, titles = raw
+            graph._slots.append(_Slot(chunk_id, document_id, metadata, list(entities), list(titles)))
             graph._slot_of[chunk_id] = slot
             for e in entities:
                 graph._df[e] += 1
-        if graph.settings.knn > 0 and graph._slot_of:
-            with np.load(directory / "neighbours.npz") as stored:
+            for e in titles:
+                graph._title_df[e] += 1
+        if (directory / "vectors.npz").exists():
+            with np.load(directory / "vectors.npz") as stored:
                 graph._vectors = stored["vectors"]
-                graph._knn = stored["knn"]
-                graph._knn_sim = stored["knn_sim"]
+                if "knn" in stored:
+                    graph._knn = stored["knn"]
+                    graph._knn_sim = stored["knn_sim"]
         return graph
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
+
+import anyio.to_thread
 
 from toolkernel_graphrag.stopwords import STOPWORDS
 
@@ -30,6 +33,8 @@ _SENTENCE_BEFORE = re.compile(r"(?:^|[.!?;:]\s*|\n\s*)$")
 _MONTHS = frozenset(
     "january february march april may june july august september october november december".split()
 )
+INLINE_BATCH = 16
+"""Batches shorter than this (a query) are extracted on the event loop: a thread hop costs more."""
 _MAX_PHRASE = 8
 """Longest phrase kept, in words: longer runs of capitals are headlines, not names."""
 
@@ -76,11 +81,37 @@ def extract_phrases(text: str) -> list[str]:
     return sorted(found, key=found.__getitem__)
 
 
+def sub_phrases(surface: str) -> list[str]:
+    """``surface`` and every shorter run of its words that starts and ends with a capitalised word
+    or an identifier: "Local H and For Against" gives "Local H", "For Against", "H", ...
+
+    Only runs that another chunk also names become links, so the extra keys cost little.
+    """
+    words = surface.split()
+    if len(words) < 2 or len(words) > _MAX_PHRASE:
+        return [surface]
+    ends = [i for i, w in enumerate(words) if (w[0].isupper() or w[0].isdigit()) and w.lower() not in _CONNECTORS]
+    out = [surface]
+    for a in ends:
+        for b in ends:
+            if a <= b and (a, b) != (0, len(words) - 1):
+                span = words[a : b + 1]
+                if not (len(span) == 1 and span[0].lower() in STOPWORDS):
+                    out.append(" ".join(span))
+    return out
+
+
 class PhraseExtractor:
     """``phrases``: the built-in extractor, registered through ``register_entity_extractors``."""
 
     name = "phrases"
 
+    def describe(self) -> dict[str, Any]:
+        """The extractor's name (it has no options)."""
+        return {"name": self.name}
+
     async def extract(self, texts: Sequence[str]) -> list[list[str]]:
-        """Entity surface forms per text (see :func:`extract_phrases`)."""
-        return [extract_phrases(text) for text in texts]
+        """Entity surface forms per text (see :func:`extract_phrases`); long batches run in a worker thread."""
+        if len(texts) < INLINE_BATCH:
+            return [extract_phrases(text) for text in texts]
+        return await anyio.to_thread.run_sync(lambda: [extract_phrases(text) for text in texts])

@@ -82,6 +82,11 @@ class GraphWalker:
             node = graph.entity_node(key)
             if node is not None:
                 restart_entities[node] = 1.0
+                continue
+            # An entity only one chunk names links nothing, but the query still points at that chunk.
+            for slot in graph.entity_slots(key):
+                if allowed is None or allowed[slot]:
+                    restart_entities[slot] = 1.0
         restart = np.zeros(adjacency.shape[0])
         if restart_chunks.sum() > 0:
             restart += (1 - walk.entity_seed_share) * restart_chunks / restart_chunks.sum()
@@ -100,16 +105,16 @@ class GraphWalker:
         allowed: npt.NDArray[np.bool_] | None = None,
         top_k: int = 10,
     ) -> list[Ranked]:
-        """The fused ranking: reciprocal-rank fusion of the seed order and the PageRank order."""
+        """The ranking: by PageRank score, or (``fusion="rrf"``) the walk's order fused with the seeds'."""
         graph, k = self.graph, self.settings.fusion_k
         scores = _rounded(self.pagerank(seeds, query_entities, allowed))
-        depth = max(top_k, len(seeds), self.settings.seeds) * 2
-        candidates = np.flatnonzero(scores > 0)
-        names = {int(s): graph.chunk_at(int(s)) or "" for s in candidates}
-        by_walk = sorted(names, key=lambda s: (-scores[s], names[s]))[:depth]
+        depth = top_k if self.settings.fusion == "pagerank" else max(top_k, len(seeds)) * 2
+        by_walk = self._top(scores, depth)
+        if self.settings.fusion == "pagerank":
+            return [Ranked(name, float(scores[slot])) for slot, name in by_walk]
         fused: dict[str, float] = {}
-        for rank, slot in enumerate(by_walk):
-            fused[names[slot]] = fused.get(names[slot], 0.0) + 1.0 / (k + rank + 1)
+        for rank, (_, name) in enumerate(by_walk):
+            fused[name] = fused.get(name, 0.0) + 1.0 / (k + rank + 1)
         for rank, chunk_id in enumerate(seeds):
             slot = graph.slot(chunk_id)
             if slot is None or (allowed is not None and not allowed[slot]):
@@ -117,3 +122,14 @@ class GraphWalker:
             fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank + 1)
         ordered = sorted(fused.items(), key=lambda item: (-round(item[1], SCORE_DIGITS), item[0]))
         return [Ranked(chunk_id, score) for chunk_id, score in ordered[:top_k]]
+
+    def _top(self, scores: npt.NDArray[np.float64], depth: int) -> list[tuple[int, str]]:
+        """The ``depth`` best-scoring live chunks as ``(slot, chunk id)``: score, then chunk id."""
+        positive = np.flatnonzero(scores > 0)
+        if len(positive) > depth:
+            # Everything scoring at least the depth-th best score, so ties at the cut are all kept.
+            cut = np.partition(scores[positive], len(positive) - depth)[len(positive) - depth]
+            positive = positive[scores[positive] >= cut]
+        named = [(int(s), name) for s in positive if (name := self.graph.chunk_at(int(s))) is not None]
+        named.sort(key=lambda item: (-scores[item[0]], item[1]))
+        return named[:depth]

@@ -1,0 +1,164 @@
+"""Design measurements for the graph, in process: which extractor, normalisation and walk settings.
+
+Run from the repository root (a script, not a test):
+
+    .venv/bin/python tests/benchmarks/graphrag_design.py hotpotqa scifact
+
+Seeds come from an in-process hybrid retrieval (bm25s with English stemming and stop words,
+MiniLM int8 through the local-embed plugin, reciprocal rank fusion k=60 over the top 100 of
+each) — the same recipe as the knowledge base's ``hybrid`` mode, computed here so the graph's
+settings can be studied without a server. Settings are compared on a *development split*: the
+HotpotQA questions whose id hashes (SHA-1) to 0 modulo 5 (about 100 of 500). The figures on the
+other 400 are reported beside them, and the defaults were fixed before those were read; the
+MCP benchmark (``graphrag_quality.py``) reports all 500 through the ``search`` tool.
+Writes ``tests/benchmarks/results/graphrag_design.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from graphrag_common import RESULTS, Dataset, load, metrics, minilm_vectors
+from toolkernel_graphrag.graph import ChunkGraph, ChunkInput
+from toolkernel_graphrag.normalise import Normalisation
+from toolkernel_graphrag.phrases import extract_phrases
+from toolkernel_graphrag.settings import GraphSettings, WalkSettings
+from toolkernel_graphrag.walk import GraphWalker
+
+DEPTH = 100
+RRF_K = 60
+
+
+def is_dev(query_id: str) -> bool:
+    """The development split: about one query in five, chosen by hash, never by looking at results."""
+    return int(hashlib.sha1(query_id.encode()).hexdigest(), 16) % 5 == 0
+
+
+def bm25_ranking(data: Dataset) -> list[list[str]]:
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(data.passages, stopwords="en", stemmer=stemmer, show_progress=False),
+                    show_progress=False)
+    tokens = bm25s.tokenize(data.queries, stopwords="en", stemmer=stemmer, show_progress=False)
+    docs, _ = retriever.retrieve(tokens, k=DEPTH, show_progress=False, n_threads=1)
+    return [[data.doc_ids[i] for i in row] for row in docs]
+
+
+def dense_ranking(data: Dataset) -> list[list[str]]:
+    docs, queries = minilm_vectors(data)
+    scores = queries @ docs.T
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :DEPTH]
+    return [[data.doc_ids[i] for i in row] for row in order]
+
+
+def rrf(*rankings: list[list[str]]) -> list[list[str]]:
+    fused = []
+    for rows in zip(*rankings, strict=True):
+        scores: dict[str, float] = {}
+        for row in rows:
+            for rank, doc in enumerate(row):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (RRF_K + rank + 1)
+        fused.append(sorted(scores, key=lambda d: (-scores[d], d))[:DEPTH])
+    return fused
+
+
+def build(data: Dataset, settings: GraphSettings, extract: Callable[[str], list[str]]) -> tuple[ChunkGraph, float]:
+    docs, _ = minilm_vectors(data)
+    started = time.perf_counter()
+    chunks = [
+        ChunkInput(id=i, document_id=i, text=x, title=t or None, metadata={"title": t}, vector=v)
+        for i, t, x, v in zip(data.doc_ids, data.titles, data.texts, docs, strict=True)
+    ]
+    graph = ChunkGraph(settings)
+    graph.apply(chunks, [extract(x) for x in data.texts])
+    graph.adjacency()
+    return graph, time.perf_counter() - started
+
+
+def graph_ranking(data: Dataset, graph: ChunkGraph, walk: WalkSettings, seeds: list[list[str]]) -> list[list[str]]:
+    walker = GraphWalker(graph, walk)
+    out = []
+    for query, seed in zip(data.queries, seeds, strict=True):
+        entities = [graph.key(s) for s in extract_phrases(query)]
+        out.append([r.chunk_id for r in walker.rank(seed, entities, top_k=10)])
+    return out
+
+
+def split_metrics(data: Dataset, ranking: list[list[str]]) -> dict[str, dict[str, float]]:
+    out = {"all": metrics(data, ranking)}
+    if data.name == "hotpotqa":
+        for name, keep in (("dev", True), ("test", False)):
+            idx = [i for i, q in enumerate(data.query_ids) if is_dev(q) == keep]
+            sub = Dataset(data.name, data.doc_ids, data.titles, data.texts, [data.query_ids[i] for i in idx],
+                          [data.queries[i] for i in idx], data.qrels)
+            out[name] = metrics(sub, [ranking[i] for i in idx])
+    return out
+
+
+def show(label: str, figures: dict[str, dict[str, float]]) -> None:
+    parts = [f"{split} nDCG {m['ndcg@10']:.3f} All {m['all@10']:.3f}" for split, m in figures.items()]
+    print(f"{label:48s} " + " | ".join(parts), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("datasets", nargs="+")
+    parser.add_argument("--variants", default="default", help="comma-separated variant names, or 'all'")
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
+    variants: dict[str, tuple[GraphSettings, WalkSettings]] = {
+        "default": (GraphSettings(), WalkSettings()),
+        "no-knn": (GraphSettings(knn=0), WalkSettings()),
+        "norm-exact": (GraphSettings(normalisation=Normalisation.EXACT), WalkSettings()),
+        "norm-case": (GraphSettings(normalisation=Normalisation.CASE), WalkSettings()),
+        "no-query-entities": (GraphSettings(), WalkSettings(entity_seed_share=0.0)),
+        "damping-0.3": (GraphSettings(), WalkSettings(damping=0.3)),
+        "damping-0.7": (GraphSettings(), WalkSettings(damping=0.7)),
+        "seeds-10": (GraphSettings(), WalkSettings(seeds=10)),
+        "seeds-50": (GraphSettings(), WalkSettings(seeds=50)),
+        "entity-share-0.8": (GraphSettings(), WalkSettings(entity_seed_share=0.8)),
+        "entity-share-0.2": (GraphSettings(), WalkSettings(entity_seed_share=0.2)),
+    }
+    chosen = list(variants) if args.variants == "all" else args.variants.split(",")
+    for name in args.datasets:
+        data = load(name)
+        bm25, dense = bm25_ranking(data), dense_ranking(data)
+        hybrid = rrf(bm25, dense)
+        lines: dict[str, Any] = {}
+        for label, ranking in (("bm25", bm25), ("dense minilm", dense), ("hybrid rrf", hybrid)):
+            lines[label] = split_metrics(data, ranking)
+            show(f"{name} {label}", lines[label])
+        graphs: dict[str, tuple[ChunkGraph, float]] = {}
+        for variant in chosen:
+            settings, walk = variants[variant]
+            identity = json.dumps(settings.graph_identity(), sort_keys=True)
+            if identity not in graphs:
+                graphs[identity] = build(data, settings, extract_phrases)
+            graph, seconds = graphs[identity]
+            started = time.perf_counter()
+            ranking = graph_ranking(data, graph, walk, hybrid)
+            per_query_ms = 1000 * (time.perf_counter() - started) / len(data.queries)
+            lines[f"graph {variant}"] = {
+                **split_metrics(data, ranking),
+                "build_s": seconds,
+                "query_ms": per_query_ms,
+                "entities": graph.entity_count,
+            }
+            show(f"{name} graph {variant} ({seconds:.1f} s, {per_query_ms:.1f} ms/q)", split_metrics(data, ranking))
+        results[name] = lines
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "graphrag_design.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
