@@ -214,8 +214,9 @@ class VectorStore(Protocol):
     ) -> None:
         """Delete the given ids, or every vector matching ``filter``, or (both given) ids that match.
 
-        Passing neither raises :class:`VectorInputError`: use :meth:`delete_index` to empty an index.
-        Unknown ids are ignored.
+        Passing neither raises :class:`VectorInputError`, so a forgotten argument never empties
+        an index (:meth:`delete_index` drops one); ``ids=[]`` deletes nothing; unknown ids are
+        ignored. A missing index raises :class:`IndexNotFoundError` first.
         """
 
     async def count(self, index: str, filter: FilterInput | None = None) -> int:

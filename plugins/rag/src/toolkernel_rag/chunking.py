@@ -14,7 +14,6 @@ truncates at 128 tokens and pads, which would make every token count wrong.
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections.abc import Callable
@@ -66,6 +65,11 @@ class ChunkerOptions(BaseModel):
 def _embedder_tokenizers() -> dict[str, str]:
     """Embedder name -> where its tokenizer.json ships (a package resource)."""
     return {"local/minilm-l6-int8": "toolkernel_local_embed:assets/minilm-l6-tokenizer.json"}
+
+
+def known_tokenizer(embedder: str) -> bool:
+    """Whether the tokenizer of ``embedder`` ships with an installed package."""
+    return embedder in _embedder_tokenizers()
 
 
 @cache
@@ -188,7 +192,12 @@ def header_paths(text: str) -> tuple[list[int], list[list[str]]]:
 
 
 class MarkdownChunker(_Base):
-    """Markdown: cuts at headings first; each chunk's ``headers`` metadata is its header path."""
+    """Markdown: never crosses a heading; each chunk's ``headers`` metadata is its header path.
+
+    The text is cut into sections at every heading (a heading with no text of its own
+    stays with the section after it), and each section is split by semantic-text-splitter's
+    markdown splitter, so a chunk's header path is exact.
+    """
 
     kind = "markdown"
 
@@ -205,13 +214,20 @@ class MarkdownChunker(_Base):
 
     def chunk(self, text: str) -> list[Chunk]:
         offsets, paths = header_paths(text)
-        out = []
-        for chunk in _from_indices(text, self._splitter.chunk_indices(text)):
-            # The header path in force where the chunk starts (a chunk that opens with a heading: its own).
-            at = bisect.bisect_right(offsets, chunk.start) - 1
-            path = paths[at] if at >= 0 else []
+        bounds = [0, *offsets, len(text)]
+        out: list[Chunk] = []
+        start = 0
+        for i in range(len(bounds) - 1):
+            end = bounds[i + 1]
+            section = text[start:end]
+            heading_only = i > 0 and len(section.strip().splitlines()) <= 1 and end < len(text)
+            if end <= start or not section.strip() or heading_only:
+                continue  # a bare heading joins the section after it
+            path = paths[i - 1] if i > 0 else []
             meta: dict[str, Any] = {"headers": list(path)} if path else {}
-            out.append(Chunk(chunk.text, chunk.start, chunk.end, meta))
+            for piece in _from_indices(section, self._splitter.chunk_indices(section)):
+                out.append(Chunk(piece.text, start + piece.start, start + piece.end, meta))
+            start = end
         return out
 
 
@@ -322,13 +338,13 @@ def _pack(text: str, spans: list[tuple[int, int]], options: ChunkerOptions) -> l
 
 
 class CharacterChunker(_Base):
-    """Cuts at the first separator that occurs (default: blank lines), then packs pieces up to ``size``."""
+    """Cuts at the first separator found (default: blank line, line, sentence, space); packs to ``size``."""
 
     kind = "character"
     accepts = _Base.accepts | {"separators"}
 
     def chunk(self, text: str) -> list[Chunk]:
-        separators = self.options.separators or ["\n\n"]
+        separators = self.options.separators or ["\n\n", "\n", ". ", " "]
         separator = next((s for s in separators if s and s in text), "")
         if not separator:
             return _pack(text, [(0, len(text))], self.options) if text.strip() else []

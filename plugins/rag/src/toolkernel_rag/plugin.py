@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING
 from toolkernel import hookimpl
 
 if TYPE_CHECKING:
-    from toolkernel.registries import ChunkerRegistry
+    from toolkernel.cli import CommandRegistry
+    from toolkernel.registries import ChunkerRegistry, SettingsRegistry
+
+
+@hookimpl
+def register_settings(registry: SettingsRegistry) -> None:
+    """Declare ``[plugins.rag]``: embedder, store and chunker of new knowledge bases, serving defaults."""
+    from toolkernel_rag.settings import RagSettings
+
+    registry.add("rag", RagSettings)
 
 
 @hookimpl
@@ -17,3 +26,13 @@ def register_chunkers(registry: ChunkerRegistry) -> None:
 
     for kind in CHUNKERS:
         registry.add(kind, factory(kind))
+
+
+@hookimpl
+def register_commands(registry: CommandRegistry) -> None:
+    """Add ``toolkernel kb``: ingest, serve, list, stats, delete."""
+    from toolkernel_rag.cli import configure, run
+
+    registry.add(
+        "kb", configure, run, help="Knowledge bases: ingest documents, serve them over MCP.", pass_kernel=True
+    )
