@@ -137,6 +137,11 @@ class ChunkGraph:
         node = int(self._entity_node[index])
         return node if node >= 0 else None
 
+    def document_frequency(self, key: str) -> int:
+        """How many chunks name the entity ``key``."""
+        index = self._entity_of.get(key)
+        return 0 if index is None else self._df[index]
+
     def entity_slots(self, key: str) -> list[int]:
         """The chunk rows that name the entity ``key`` (any document frequency)."""
         index = self._entity_of.get(key)

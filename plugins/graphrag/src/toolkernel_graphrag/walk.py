@@ -81,7 +81,8 @@ class GraphWalker:
         for key in dict.fromkeys(query_entities):
             node = graph.entity_node(key)
             if node is not None:
-                restart_entities[node] = 1.0
+                # HippoRAG 2's node specificity: an entity many chunks name says little about the query.
+                restart_entities[node] = 1.0 / graph.document_frequency(key)
                 continue
             # An entity only one chunk names links nothing, but the query still points at that chunk.
             for slot in graph.entity_slots(key):
@@ -91,7 +92,8 @@ class GraphWalker:
         if restart_chunks.sum() > 0:
             restart += (1 - walk.entity_seed_share) * restart_chunks / restart_chunks.sum()
         if restart_entities.sum() > 0:
-            restart += walk.entity_seed_share * restart_entities / restart_entities.sum()
+            # Normalised only when above 1: generic entities (1/df each) keep little of the share.
+            restart += walk.entity_seed_share * restart_entities / max(1.0, restart_entities.sum())
         scores = personalized_pagerank(self._transitions_for(allowed), restart, walk.damping)
         chunk_scores = scores[: graph.slot_count].copy()
         if allowed is not None:
