@@ -34,7 +34,7 @@ from toolkernel_graphrag.settings import GraphSettings
 FORMAT_VERSION = 1
 KEY_MEMO = 1_000_000
 """Surface forms whose keys are remembered (names repeat across chunks; normalising is the slow part)."""
-SIMILARITY_DECIMALS = 6
+SIMILARITY_DECIMALS = 4
 """Cosine similarities are rounded so that matrix products of any shape give the same kNN lists."""
 
 IntArray = npt.NDArray[np.int64]
@@ -335,18 +335,26 @@ class ChunkGraph:
             self._knn_sim[slot, position] = sim
 
     def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_]) -> None:
+        assert self._vectors is not None
         k = self.settings.knn
         columns = np.flatnonzero(live)
-        block = 256
+        width = min(k, len(columns) - 1)
+        block = 512
         for start in range(0, len(rows), block):
             part = np.array(rows[start : start + block], dtype=np.int64)
-            sims = self._similarities(part, columns)
-            sims[part[:, None] == columns[None, :]] = -np.inf  # not its own neighbour
-            width = min(k, len(columns))
-            kth = np.partition(sims, -width, axis=1)[:, -width] if width else np.full(len(part), np.inf)
+            raw = self._vectors[part] @ self._vectors[columns].T
+            raw[part[:, None] == columns[None, :]] = -np.inf  # not its own neighbour
+            if width <= 0:
+                for slot in part.tolist():
+                    self._store_neighbours(slot, [])
+                continue
+            # Everything within rounding reach of the k-th best raw similarity may make the rounded top k.
+            kth = np.partition(raw, raw.shape[1] - width, axis=1)[:, raw.shape[1] - width]
+            near = raw >= (kth - 2 * 10.0**-SIMILARITY_DECIMALS)[:, None]
             for i, slot in enumerate(part.tolist()):
-                at_least = np.flatnonzero((sims[i] >= kth[i]) & np.isfinite(sims[i]))
-                self._store_neighbours(slot, self._best((float(sims[i, j]), int(columns[j])) for j in at_least))
+                at = np.flatnonzero(near[i])
+                sims = np.round(raw[i, at].astype(np.float64), SIMILARITY_DECIMALS)
+                self._store_neighbours(slot, self._best(zip(sims.tolist(), columns[at].tolist(), strict=True)))
 
     def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:
         assert self._knn is not None and self._knn_sim is not None

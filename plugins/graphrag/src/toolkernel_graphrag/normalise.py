@@ -59,12 +59,16 @@ def normalise(
     """The key of an entity's surface form under ``mode``; an empty string means "no entity"."""
     if mode is Normalisation.EXACT:
         return " ".join(surface.split())
-    text = unicodedata.normalize("NFKC", surface).casefold()
+    ascii_only = surface.isascii()
+    text = (surface if ascii_only else unicodedata.normalize("NFKC", surface)).casefold()
     if mode is Normalisation.CASE:
         return " ".join(text.split())
-    text = _DISAMBIGUATION.sub("", text)
-    text = _strip_accents(text).strip()
-    text = _POSSESSIVE.sub("", text)
+    if text.endswith(")"):
+        text = _DISAMBIGUATION.sub("", text)
+    if not ascii_only:
+        text = _strip_accents(text)
+    if text.endswith(("'", "’", "'s", "’s")):
+        text = _POSSESSIVE.sub("", text.rstrip())
     text = " ".join(_NON_WORD.sub(" ", text).split())
     for article in _ARTICLES:
         if text.startswith(article) and len(text) > len(article):

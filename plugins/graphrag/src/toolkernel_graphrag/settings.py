@@ -85,9 +85,10 @@ class WalkSettings(BaseModel):
         description="Share of the restart mass on entities named in the query (the rest on seed chunks).",
     )
     fusion: Literal["pagerank", "rrf"] = Field(
-        default="pagerank",
-        description="Rank by the walk's scores alone (the seeds are in them through the restart), or fuse "
-        "the walk's order with the seed order by reciprocal rank.",
+        default="rrf",
+        description="Fuse the walk's order with the seed order by reciprocal rank (keeps single-hop "
+        "collections at the seeds' quality), or rank by the walk's scores alone (stronger on multi-hop "
+        "questions, 1.5 nDCG points below the seeds on SciFact).",
     )
     fusion_k: int = Field(default=60, gt=0, description="Reciprocal-rank-fusion constant (the usual 60).")
 
@@ -98,7 +99,7 @@ class MastraSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     random_walk_steps: int = Field(default=100, gt=0, le=100_000, alias="randomWalkSteps")
-    restart_prob: float = Field(default=0.15, gt=0, le=1, alias="restartProb")
+    restart_prob: float = Field(default=0.15, gt=0, lt=1, alias="restartProb")
     threshold: float = Field(default=0.7, ge=-1, le=1, description="Cosine above which two chunks are joined.")
 
 
