@@ -105,7 +105,11 @@ def metrics(data: Dataset, ranking: list[list[str]]) -> dict[str, float]:
         ndcgs.append(dcg / idcg)
         recalls.append(len(found) / len(wanted))
         alls.append(float(found == wanted))
-    return {"ndcg@10": float(np.mean(ndcgs)), "recall@10": float(np.mean(recalls)), "all@10": float(np.mean(alls))}
+    return {
+        "ndcg@10": float(np.mean(ndcgs)),
+        "recall@10": float(np.mean(recalls)),
+        "all@10": float(np.mean(alls)),
+    }
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def corpus(n_docs: int = 40, seed: int = 7, dimension: int = 8) -> list[ChunkInp
     titles = [f"{rng.choice(PEOPLE)} {i}" if i % 3 else rng.choice(THINGS) for i in range(n_docs)]
     chunks = []
     for i in range(n_docs):
-        named = rng.sample(PEOPLE + PLACES + THINGS, 3) + [titles[rng.randrange(n_docs)]]
+        named = [*rng.sample(PEOPLE + PLACES + THINGS, 3), titles[rng.randrange(n_docs)]]
         for part in range(2):
             text = f"In this part {part}, {named[0]} met {named[1]} in {named[2]}. See also {named[3]}."
             if part and i % 5 == 0:
@@ -59,8 +59,10 @@ def rankings(graph: ChunkGraph, allowed_lang: str | None = None) -> list[list[tu
     allowed = None
     if allowed_lang is not None:
         allowed = np.array(
-            [graph.chunk_at(s) is not None and graph.metadata(s).get("lang") == allowed_lang
-             for s in range(graph.slot_count)]
+            [
+                graph.chunk_at(s) is not None and graph.metadata(s).get("lang") == allowed_lang
+                for s in range(graph.slot_count)
+            ]
         )
     out = []
     for q in range(12):
@@ -76,11 +78,19 @@ def rankings(graph: ChunkGraph, allowed_lang: str | None = None) -> list[list[tu
 
 def test_phrases_find_names_titles_and_identifiers():
     text = (
-        'Kiss and Tell is a 1945 film starring Shirley Temple as Corliss Archer. In the U.S. it was '
+        "Kiss and Tell is a 1945 film starring Shirley Temple as Corliss Archer. In the U.S. it was "
         '"A Big Hit". Importantly, the IL-6 and p53 genes and Apollo 11 appear; on July 16 1966.'
     )
     found = extract_phrases(text)
-    for expected in ["Kiss and Tell", "Shirley Temple", "Corliss Archer", "Big Hit", "IL-6", "p53", "Apollo 11"]:
+    for expected in [
+        "Kiss and Tell",
+        "Shirley Temple",
+        "Corliss Archer",
+        "Big Hit",
+        "IL-6",
+        "p53",
+        "Apollo 11",
+    ]:
         assert expected in found
     assert "Importantly" not in found  # a lone capital opening a sentence says nothing
     assert "July 16 1966" not in found  # dates link passages that share nothing
@@ -113,11 +123,16 @@ def test_weaker_normalisations_keep_variants_apart():
     assert normalise("The Beatles", Normalisation.CASE) == "the beatles"
     assert normalise("The  Beatles", Normalisation.EXACT) == "The Beatles"
     aliases = alias_table({"USA": "United States", "U.S.": "United States"})
-    assert normalise("USA", aliases=aliases) == normalise("United States") == normalise("U.S.", aliases=aliases)
+    assert (
+        normalise("USA", aliases=aliases) == normalise("United States") == normalise("U.S.", aliases=aliases)
+    )
 
 
 def test_links_markdown_and_html_reach_documents_by_id_or_path():
-    text = 'See [the guide](../docs/guide.md#hooks), <a href="/api/Reference.html">ref</a>, [x](#top), [m](mailto:a@b)'
+    text = (
+        'See [the guide](../docs/guide.md#hooks), <a href="/api/Reference.html">ref</a>, '
+        "[x](#top), [m](mailto:a@b)"
+    )
     assert extract_links(text) == ["link:guide", "link:reference"]
     assert "link:guide" in document_keys("guide", "docs/guide.md")
     assert extract_links("[site](https://example.org/guide)") == ["link:example.org/guide"]
@@ -135,8 +150,10 @@ def test_title_mentions_and_links_join_chunks():
     ]
     graph = ChunkGraph(GraphSettings(knn=0))
     graph.apply(chunks, [extract_phrases(c.text) for c in chunks])
-    assert "shirley temple" in graph.entities("a") and "shirley temple" in graph.entities("b")
-    assert "link:a" in graph.entities("c") and "link:a" in graph.entities("a")
+    assert "shirley temple" in graph.entities("a")
+    assert "shirley temple" in graph.entities("b")
+    assert "link:a" in graph.entities("c")
+    assert "link:a" in graph.entities("a")
     ranked = GraphWalker(graph).rank(["a"], [], top_k=4)
     assert [r.chunk_id for r in ranked][:2] == ["a", "b"]  # the title mention leads to b
     # An entity only one chunk names links nothing: no node for it.
@@ -152,18 +169,32 @@ def test_incremental_updates_rank_like_a_full_rebuild():
     graph = ChunkGraph(GraphSettings(knn=3))
     # Grow in batches, with an early version of some documents that is later replaced, and a
     # document added then deleted.
-    stale = [ChunkInput(c.id, c.document_id, "An older text naming Grace Hopper and Unix.", c.title,
-                        c.source, c.metadata, list(reversed(c.vector or []))) for c in chunks[:6]]
+    stale = [
+        ChunkInput(
+            c.id,
+            c.document_id,
+            "An older text naming Grace Hopper and Unix.",
+            c.title,
+            c.source,
+            c.metadata,
+            list(reversed(c.vector or [])),
+        )
+        for c in chunks[:6]
+    ]
     graph.apply(stale, [extract_phrases(c.text) for c in stale])
-    doomed = [ChunkInput("gone#0", "gone", "Alan Turing in London with Enigma.", "Gone", None, {"lang": "en"},
-                         [1.0] * 8)]
+    doomed = [
+        ChunkInput(
+            "gone#0", "gone", "Alan Turing in London with Enigma.", "Gone", None, {"lang": "en"}, [1.0] * 8
+        )
+    ]
     graph.apply(doomed, [extract_phrases(doomed[0].text)])
     order = list(range(len(batches)))
     rng.shuffle(order)
     for b in order:
         part = chunks[batches[b] : batches[b] + 14]
-        graph.apply(part, [extract_phrases(c.text) for c in part],
-                    delete_documents={c.document_id for c in part})
+        graph.apply(
+            part, [extract_phrases(c.text) for c in part], delete_documents={c.document_id for c in part}
+        )
     graph.apply(delete_documents=["gone"])
     assert graph.chunk_ids() == full.chunk_ids()
     for cid in full.chunk_ids():
@@ -187,7 +218,8 @@ def test_filters_keep_every_result_inside_the_allowed_chunks():
         assert ranking
         for chunk_id, _ in ranking:
             slot = graph.slot(chunk_id)
-            assert slot is not None and graph.metadata(slot)["lang"] == "en"
+            assert slot is not None
+            assert graph.metadata(slot)["lang"] == "en"
     unfiltered = {cid for ranking in rankings(graph) for cid, _ in ranking}
     assert any(graph.metadata(graph.slot(c))["lang"] == "fr" for c in unfiltered)
 
@@ -259,4 +291,5 @@ def test_pagerank_restricted_to_allowed_nodes():
     adjacency = sp.csr_array(np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=float))
     allowed = np.array([True, True, False])
     scores = personalized_pagerank(transition_matrix(adjacency, allowed), np.array([1.0, 0, 0]), 0.5)
-    assert scores[2] == 0.0 and scores[1] > 0
+    assert scores[2] == 0.0
+    assert scores[1] > 0

@@ -1,1 +1,1 @@
-"""GraphRAG for toolkernel knowledge bases: an entity/link graph over chunks, walked by personalized PageRank."""
+"""GraphRAG for toolkernel knowledge bases: an entity and link graph over chunks, walked by PageRank."""

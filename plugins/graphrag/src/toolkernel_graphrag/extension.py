@@ -89,7 +89,8 @@ class GraphExtension:
     def walker(self) -> GraphWalker:
         """The walker over :attr:`graph`."""
         graph = self.graph
-        assert self._walker is not None and self._walker.graph is graph
+        assert self._walker is not None
+        assert self._walker.graph is graph
         return self._walker
 
     async def on_ingest(self, batch: IngestBatch) -> None:
@@ -168,7 +169,7 @@ class GraphExtension:
         order = np.argsort(-(vectors @ query), kind="stable")[: request.top_k]
         hits = mastra_query(
             vectors[order],
-            query,
+            query.tolist(),
             top_k=request.top_k,
             random_walk_steps=options.random_walk_steps,
             restart_prob=options.restart_prob,
@@ -194,7 +195,6 @@ def open_graph_extension(context: KBContext) -> GraphExtension:
     extractors are read through a kernel of this process's installed plugins.
     """
     from toolkernel import Kernel
-
     from toolkernel_graphrag.phrases import PhraseExtractor
     from toolkernel_graphrag.settings import GraphRAGSettings
 

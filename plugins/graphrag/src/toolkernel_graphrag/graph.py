@@ -271,16 +271,20 @@ class ChunkGraph:
         """Keep each chunk's unit vector in its row (similarity edges and Mastra's walk use them)."""
         missing = [c.id for c in chunks if c.vector is None]
         if missing:
-            raise ValueError(f"every chunk needs a vector (similarity edges, knn={self.settings.knn}); "
-                             f"none for {missing[:3]}")
+            raise ValueError(
+                f"every chunk needs a vector (similarity edges, knn={self.settings.knn}); "
+                f"none for {missing[:3]}"
+            )
         if self._vectors is None:
             dimension = len(chunks[0].vector or ())
             self._vectors = np.zeros((0, dimension), dtype=np.float32)
         dimension = self._vectors.shape[1]
         for chunk in chunks:
             if len(chunk.vector or ()) != dimension:
-                raise ValueError(f"chunk {chunk.id!r}: vector of dimension {len(chunk.vector or ())}, "
-                                 f"the graph holds {dimension}")
+                raise ValueError(
+                    f"chunk {chunk.id!r}: vector of dimension {len(chunk.vector or ())}, "
+                    f"the graph holds {dimension}"
+                )
         grow = len(self._slots) - self._vectors.shape[0]
         if grow > 0:
             self._vectors = np.vstack([self._vectors, np.zeros((grow, dimension), dtype=np.float32)])
@@ -318,8 +322,9 @@ class ChunkGraph:
 
     def _similarities(self, rows: IntArray, columns: IntArray) -> FloatArray:
         assert self._vectors is not None
-        sims = self._vectors[rows] @ self._vectors[columns].T
-        return np.round(sims.astype(np.float64), SIMILARITY_DECIMALS)
+        sims = (self._vectors[rows] @ self._vectors[columns].T).astype(np.float64)
+        rounded: FloatArray = np.round(sims, SIMILARITY_DECIMALS)
+        return rounded
 
     def _best(self, candidates: Iterable[tuple[float, int]]) -> list[tuple[float, int]]:
         """The k best ``(similarity, slot)`` pairs: higher similarity first, then smaller chunk id."""
@@ -327,7 +332,8 @@ class ChunkGraph:
         return ranked[: self.settings.knn]
 
     def _store_neighbours(self, slot: int, best: list[tuple[float, int]]) -> None:
-        assert self._knn is not None and self._knn_sim is not None
+        assert self._knn is not None
+        assert self._knn_sim is not None
         self._knn[slot] = -1
         self._knn_sim[slot] = 0.0
         for position, (sim, other) in enumerate(best):
@@ -354,10 +360,13 @@ class ChunkGraph:
             for i, slot in enumerate(part.tolist()):
                 at = np.flatnonzero(near[i])
                 sims = np.round(raw[i, at].astype(np.float64), SIMILARITY_DECIMALS)
-                self._store_neighbours(slot, self._best(zip(sims.tolist(), columns[at].tolist(), strict=True)))
+                self._store_neighbours(
+                    slot, self._best(zip(sims.tolist(), columns[at].tolist(), strict=True))
+                )
 
     def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:
-        assert self._knn is not None and self._knn_sim is not None
+        assert self._knn is not None
+        assert self._knn_sim is not None
         k = self.settings.knn
         block = 2048
         for start in range(0, len(rows), block):
@@ -368,7 +377,11 @@ class ChunkGraph:
             touched = np.flatnonzero((new_sims >= kth[:, None]).any(axis=1))
             for i in touched.tolist():
                 slot = int(part[i])
-                old = [(float(self._knn_sim[slot, j]), int(self._knn[slot, j])) for j in range(k) if self._knn[slot, j] >= 0]
+                old = [
+                    (float(self._knn_sim[slot, j]), int(self._knn[slot, j]))
+                    for j in range(k)
+                    if self._knn[slot, j] >= 0
+                ]
                 new = [(float(new_sims[i, j]), int(added[j])) for j in range(len(added))]
                 self._store_neighbours(slot, self._best(old + new))
 
@@ -442,11 +455,11 @@ class ChunkGraph:
         _atomic_write(directory / "graph.json", json.dumps(state, separators=(",", ":")).encode())
         if self._vectors is not None:
             tmp = directory / "vectors.tmp.npz"
-            arrays = {"vectors": self._vectors}
+            arrays: dict[str, npt.NDArray[Any]] = {"vectors": self._vectors}
             if self._knn is not None and self._knn_sim is not None:
                 arrays.update(knn=self._knn, knn_sim=self._knn_sim)
             with tmp.open("wb") as out:
-                np.savez(out, **arrays)
+                np.savez(out, **arrays)  # type: ignore[arg-type]
             os.replace(tmp, directory / "vectors.npz")
 
     @classmethod
@@ -456,15 +469,22 @@ class ChunkGraph:
         try:
             state = json.loads(path.read_text())
         except FileNotFoundError:
-            raise GraphStateError(f"no graph at {path}: ingest the knowledge base with the graph enabled") from None
+            raise GraphStateError(
+                f"no graph at {path}: ingest the knowledge base with the graph enabled"
+            ) from None
         except ValueError as error:
-            raise GraphStateError(f"{path} is not a readable graph ({error}); rebuild it by re-ingesting") from None
+            raise GraphStateError(
+                f"{path} is not a readable graph ({error}); rebuild it by re-ingesting"
+            ) from None
         if state.get("format") != FORMAT_VERSION:
-            raise GraphStateError(f"{path} has format {state.get('format')}, expected {FORMAT_VERSION}; rebuild it")
+            raise GraphStateError(
+                f"{path} has format {state.get('format')}, expected {FORMAT_VERSION}; rebuild it"
+            )
         graph = cls(settings)
         if state["settings"] != graph.settings.graph_identity():
             raise GraphStateError(
-                f"{path} was built with {state['settings']}, not {graph.settings.graph_identity()}; rebuild it"
+                f"{path} was built with {state['settings']}, not {graph.settings.graph_identity()}; "
+                "rebuild it"
             )
         graph._entity_keys = list(state["entities"])
         graph._entity_of = {k: i for i, k in enumerate(graph._entity_keys)}

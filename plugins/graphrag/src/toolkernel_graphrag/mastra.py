@@ -38,14 +38,15 @@ class MastraHit:
 
 def _unit(vectors: Vectors) -> Vectors:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    unit: Vectors = (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
 
 
 def similarity_graph(vectors: Vectors, threshold: float, block: int = 1024) -> sp.csr_array:
     """Undirected edges between chunks whose cosine similarity exceeds ``threshold``, weighted by it.
 
     The pairwise similarities are computed a block of rows at a time, so memory stays at
-    ``block × n`` floats while the work is one BLAS product per block.
+    ``block x n`` floats while the work is one BLAS product per block.
     """
     unit = _unit(np.asarray(vectors, dtype=np.float32))
     n = unit.shape[0]
@@ -58,12 +59,12 @@ def similarity_graph(vectors: Vectors, threshold: float, block: int = 1024) -> s
         rows.append(r + start)
         cols.append(c)
         weights.append(sims[r, c].astype(np.float64))
-    return sp.csr_array(
-        (np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
-    )
+    return sp.csr_array((np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
 
 
-def _walk(graph: sp.csr_array, start: int, steps: int, restart_prob: float, rng: np.random.Generator) -> dict[int, float]:
+def _walk(
+    graph: sp.csr_array, start: int, steps: int, restart_prob: float, rng: np.random.Generator
+) -> dict[int, float]:
     """Visit shares of one random walk with restart from ``start`` (Mastra's ``randomWalkWithRestart``)."""
     visits: dict[int, int] = {}
     current = start

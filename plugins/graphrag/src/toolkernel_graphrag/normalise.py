@@ -10,17 +10,17 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 
 _DISAMBIGUATION = re.compile(r"\s*\([^)]*\)\s*$")
-_POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
+_POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")  # noqa: RUF001 (typographic apostrophes)
 _NON_WORD = re.compile(r"[^\w]+")
 _ARTICLES = ("the ", "a ", "an ")
 # Word endings that look plural but are not (bus, analysis, virus, Paris, glass).
 _NOT_PLURAL = ("ss", "us", "is", "os", "as", "ys")
 
 
-class Normalisation(str, Enum):
+class Normalisation(StrEnum):
     """How far entity surface forms are folded together (``full`` is the default; the others
     exist so the effect of each step can be measured)."""
 
@@ -67,7 +67,7 @@ def normalise(
         text = _DISAMBIGUATION.sub("", text)
     if not ascii_only:
         text = _strip_accents(text)
-    if text.endswith(("'", "’", "'s", "’s")):
+    if text.endswith(("'", "’", "'s", "’s")):  # noqa: RUF001
         text = _POSSESSIVE.sub("", text.rstrip())
     text = " ".join(_NON_WORD.sub(" ", text).split())
     for article in _ARTICLES:

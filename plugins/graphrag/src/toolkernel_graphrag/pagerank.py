@@ -1,6 +1,6 @@
 """Personalized PageRank by power iteration on a scipy.sparse transition matrix.
 
-Measured on a 50k-node, 500k-edge graph: scipy.sparse power iteration takes 8–16 ms per query,
+Measured on a 50k-node, 500k-edge graph: scipy.sparse power iteration takes 8-16 ms per query,
 where rustworkx takes 171 ms, igraph 451 ms and networkx 2.2 s, all agreeing on the top 20.
 """
 

@@ -17,13 +17,15 @@ import anyio.to_thread
 
 from toolkernel_graphrag.stopwords import STOPWORDS
 
-_CONNECTORS = frozenset({"of", "and", "the", "de", "del", "da", "di", "du", "von", "van", "der", "den", "la", "le", "&"})
+_CONNECTORS = frozenset(
+    {"of", "and", "the", "de", "del", "da", "di", "du", "von", "van", "der", "den", "la", "le", "&"}
+)
 _UPPER = "A-ZÀ-ÖØ-ÞΑ-Ω"
-_WORD = rf"[{_UPPER}][\w'’\-&]*(?:\.[\w'’\-&]+)*"
+_WORD = rf"[{_UPPER}][\w'’\-&]*(?:\.[\w'’\-&]+)*"  # noqa: RUF001 (typographic apostrophes)
 # A run of capitalised words (numbers may follow one: "Apollo 11"), joined by spaces and by
 # connectors ("Bank of America", "Dawn of the Dead"). Compiled once; the regex engine does the scan.
 _PHRASE = re.compile(
-    rf"(?<![\w'’\-.])(?P<phrase>{_WORD}"
+    rf"(?<![\w'’\-.])(?P<phrase>{_WORD}"  # noqa: RUF001
     rf"(?:[ \t]+(?:(?:{'|'.join(sorted(_CONNECTORS))})[ \t]+)*(?:{_WORD}|\d+\b))*)"
 )
 _QUOTED = re.compile(r"[\"“]([^\"“”\n]{2,80})[\"”]")
@@ -31,7 +33,10 @@ _SYMBOL = re.compile(r"(?<![\w\-])(?=[\w\-]*\d|[\w\-]+[A-Z])[^\W_][\w\-]*[^\W_](
 _ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th|s)?$")
 _SENTENCE_BEFORE = re.compile(r"(?:^|[.!?;:]\s*|\n\s*)$")
 _MONTHS = frozenset(
-    "january february march april may june july august september october november december".split()
+    [
+        "january", "february", "march", "april", "may", "june", "july", "august", "september",
+        "october", "november", "december",
+    ]
 )
 INLINE_BATCH = 16
 """Batches shorter than this (a query) are extracted on the event loop: a thread hop costs more."""
@@ -90,7 +95,9 @@ def sub_phrases(surface: str) -> list[str]:
     words = surface.split()
     if len(words) < 2 or len(words) > _MAX_PHRASE:
         return [surface]
-    ends = [i for i, w in enumerate(words) if (w[0].isupper() or w[0].isdigit()) and w.lower() not in _CONNECTORS]
+    ends = [
+        i for i, w in enumerate(words) if (w[0].isupper() or w[0].isdigit()) and w.lower() not in _CONNECTORS
+    ]
     out = [surface]
     for a in ends:
         for b in ends:
@@ -111,7 +118,7 @@ class PhraseExtractor:
         return {"name": self.name}
 
     async def extract(self, texts: Sequence[str]) -> list[list[str]]:
-        """Entity surface forms per text (see :func:`extract_phrases`); long batches run in a worker thread."""
+        """Entity surface forms per text (:func:`extract_phrases`); long batches run in a thread."""
         if len(texts) < INLINE_BATCH:
             return [extract_phrases(text) for text in texts]
         return await anyio.to_thread.run_sync(lambda: [extract_phrases(text) for text in texts])

@@ -40,5 +40,5 @@ def register_entity_extractors(registry: EntityExtractorRegistry) -> None:
 
 @hookimpl
 def register_kb_extensions(registry: KBExtensionRegistry) -> None:
-    """Add ``graph``: a chunk graph beside every knowledge base (``toolkernel kb ingest --no-graph`` skips it)."""
+    """Add ``graph``: a chunk graph beside every knowledge base (``kb ingest --no-graph`` skips it)."""
     registry.add("graph", _graph)

@@ -25,14 +25,14 @@ class GraphSettings(BaseModel):
     )
     normalisation: Normalisation = Field(
         default=Normalisation.FULL,
-        description="How entity surface forms fold into keys; 'full' measured best (docs/plugins/graphrag.md).",
+        description="How entity surface forms fold into keys; see docs/plugins/graphrag.md.",
     )
     aliases: dict[str, str] = Field(
         default_factory=dict, description='Extra aliases, alias -> canonical name: {"USA": "United States"}.'
     )
     subphrases: bool = Field(
         default=True,
-        description="Also link a phrase under its shorter runs of capitalised words ('President Richard Nixon').",
+        description="Also link a phrase under its shorter capitalised runs ('President Richard Nixon').",
     )
     title_weight: float = Field(
         default=3.0,
@@ -49,7 +49,7 @@ class GraphSettings(BaseModel):
     knn_weight: float = Field(
         default=0.1,
         ge=0,
-        description="Weight of a similarity edge per unit of cosine, against an entity edge's IDF (2–8).",
+        description="Weight of a similarity edge per unit of cosine, against an entity edge's IDF (2-8).",
     )
 
     @cached_property
@@ -100,7 +100,9 @@ class MastraSettings(BaseModel):
 
     random_walk_steps: int = Field(default=100, gt=0, le=100_000, alias="randomWalkSteps")
     restart_prob: float = Field(default=0.15, gt=0, lt=1, alias="restartProb")
-    threshold: float = Field(default=0.7, ge=-1, le=1, description="Cosine above which two chunks are joined.")
+    threshold: float = Field(
+        default=0.7, ge=-1, le=1, description="Cosine above which two chunks are joined."
+    )
 
 
 class GraphRAGSettings(BaseModel):
