@@ -453,6 +453,20 @@ async def test_hook_register_kb_extensions(tmp_path):
 
 
 @pytest.mark.anyio
+async def test_hook_register_entity_extractors(kernel_with):
+    from toolkernel.entities import EntityExtractor
+
+    plugin = load_example("hooks/register_entity_extractors.py")
+    kernel = kernel_with(plugin)
+    extractor = kernel.entity_extractor("acronyms")
+    assert isinstance(extractor, EntityExtractor)
+    assert await extractor.extract(["NASA and the ESA", "no names"]) == [["NASA", "ESA"], []]
+    assert await kernel.entity_extractor("acronyms", min_length=4).extract(["NASA and the ESA"]) == [["NASA"]]
+    assert extractor.describe() == {"name": "acronyms", "min_length": 2}
+    assert kernel.entity_extractors.origin("acronyms") == plugin.__name__
+
+
+@pytest.mark.anyio
 async def test_hook_register_tools(kernel_with):
     plugin = load_example("hooks/register_tools.py")
     server = load_example("echo_server.py").app

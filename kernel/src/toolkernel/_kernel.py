@@ -23,6 +23,7 @@ from toolkernel.registries import (
     ChunkerRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
+    EntityExtractorRegistry,
     KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
     from toolkernel.auth import AuthProvider
     from toolkernel.chunkers import Chunker
+    from toolkernel.entities import EntityExtractor
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
     from toolkernel.rerankers import Reranker
@@ -309,6 +311,11 @@ class Kernel:
         return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
 
     @cached_property
+    def entity_extractors(self) -> EntityExtractorRegistry:
+        """Entity extractor factories by name."""
+        return self._collect("register_entity_extractors", EntityExtractorRegistry(self._origin_of))
+
+    @cached_property
     def tools(self) -> ToolRegistry:
         """Tools plugins contribute to every served server."""
         return self._collect("register_tools", ToolRegistry(self._origin_of))
@@ -466,6 +473,10 @@ class Kernel:
             return factory(**options)
         return factory(self._factory_settings(self.chunkers, name, options))
 
+    def entity_extractor(self, name: str, **options: Any) -> EntityExtractor:
+        """An entity extractor from the factory registered as ``name``."""
+        return self.entity_extractors.get(name)(**options)
+
     def client_transport(
         self,
         target: str | list[str],
@@ -571,6 +582,7 @@ _REGISTRY_ATTRS = (
     "rerankers",
     "chunkers",
     "kb_extensions",
+    "entity_extractors",
     "tools",
     "resources",
     "prompts",

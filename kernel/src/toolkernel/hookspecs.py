@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         ChunkerRegistry,
         ClientTransportRegistry,
         EmbedderRegistry,
+        EntityExtractorRegistry,
         KBExtensionRegistry,
         MiddlewareRegistry,
         PromptRegistry,
@@ -197,6 +198,21 @@ def register_kb_extensions(registry: KBExtensionRegistry) -> None:
         ``toolkernel kb ingest --no-<name>`` flag that leaves it out of a run.
 
     Example: ``docs/examples/hooks/register_kb_extensions.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_entity_extractors(registry: EntityExtractorRegistry) -> None:
+    """Add entity extractors: objects that find the names of things in passages.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.entities.EntityExtractor`. A knowledge graph (toolkernel-graphrag)
+        links chunks that mention the same entity; it picks its extractor by name and
+        normalises what the extractor returns (case, plurals, aliases) itself.
+
+    Example: ``docs/examples/hooks/register_entity_extractors.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.2
     """

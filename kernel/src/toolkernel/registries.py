@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from toolkernel.auth import AuthProviderFactory
     from toolkernel.chunkers import ChunkerFactory
     from toolkernel.embedders import EmbedderFactory
+    from toolkernel.entities import EntityExtractorFactory
     from toolkernel.knowledge import KBExtensionFactory
     from toolkernel.middleware import ToolMiddleware
     from toolkernel.prompts import Prompt
@@ -344,6 +345,15 @@ class MiddlewareRegistry(Registry["ToolMiddleware"]):
         label: str = name or getattr(middleware, "__qualname__", None) or type(middleware).__qualname__
         _require_callable(self.kind, label, middleware)
         self._add(label.replace("<", "").replace(">", ""), middleware)
+
+
+class EntityExtractorRegistry(Registry["EntityExtractorFactory"]):
+    kind = "entity extractor"
+
+    def add(self, name: str, factory: EntityExtractorFactory) -> None:
+        """Register ``factory(**options) -> EntityExtractor`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
 
 
 class SettingsRegistry(Registry["type[BaseModel]"]):
