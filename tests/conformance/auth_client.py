@@ -1,4 +1,4 @@
-"""The OAuth client the conformance suite's ``auth/*`` scenarios drive: ``python auth_client.py <server-url>``.
+"""The OAuth client the conformance suite's ``auth/*`` scenarios drive: ``auth_client.py <server-url>``.
 
 The suite starts an authorization server and a protected MCP server per scenario, sets
 ``MCP_CONFORMANCE_SCENARIO`` and, where the client needs credentials, passes them in
@@ -72,9 +72,17 @@ def settings_for(scenario: str, context: dict[str, Any]) -> dict[str, Any]:
 
 async def run(url: str, scenario: str, context: dict[str, Any]) -> None:
     """Connect to ``url`` through the OAuth flow the scenario calls for, list and call tools."""
-    auth = oauth_auth(url, settings_for(scenario, context), store=MemoryTokenStore(), authorizer=follow_authorization)
+    auth = oauth_auth(
+        url, settings_for(scenario, context), store=MemoryTokenStore(), authorizer=follow_authorization
+    )
     config = {
-        "servers": {"server": {"url": url, "transport": "streamable-http", "protocol": os.environ.get("TK_PROTOCOL", "auto")}},
+        "servers": {
+            "server": {
+                "url": url,
+                "transport": "streamable-http",
+                "protocol": os.environ.get("TK_PROTOCOL", "auto"),
+            }
+        },
         "throw_on_load_error": True,
         "prefix_tool_name_with_server_name": False,
         "policy": {"http_reconnect": {"max_attempts": 0}, "heartbeat_interval": None},

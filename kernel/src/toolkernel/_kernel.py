@@ -20,6 +20,7 @@ from toolkernel._loading import LoadPolicy, PluginInfo, describe_entry_point, di
 from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
 from toolkernel.registries import (
     AuthProviderRegistry,
+    ClientAuthRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
     MiddlewareRegistry,
@@ -270,6 +271,11 @@ class Kernel:
         return self._collect("register_auth_providers", AuthProviderRegistry(self._origin_of))
 
     @cached_property
+    def client_auth(self) -> ClientAuthRegistry:
+        """Client auth factories by ``auth.type`` (``oauth`` with toolkernel-oauth)."""
+        return self._collect("register_client_auth", ClientAuthRegistry(self._origin_of))
+
+    @cached_property
     def vector_stores(self) -> VectorStoreRegistry:
         """Vector store factories by name."""
         return self._collect("register_vector_stores", VectorStoreRegistry(self._origin_of))
@@ -451,6 +457,7 @@ _REGISTRY_ATTRS = (
     "server_transports",
     "client_transports",
     "auth_providers",
+    "client_auth",
     "vector_stores",
     "embedders",
     "rerankers",

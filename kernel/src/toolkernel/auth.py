@@ -27,3 +27,6 @@ class AuthProvider(Protocol):
 
 
 AuthProviderFactory = Callable[[BaseModel | None], AuthProvider]
+
+ClientAuthFactory = Callable[[str, Mapping[str, Any]], Any]
+"""``factory(url, settings)`` → an ``httpx2.Auth`` authorizing a client's requests to ``url``."""

@@ -18,7 +18,7 @@ from toolkernel.errors import RegistrationError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from toolkernel.auth import AuthProviderFactory
+    from toolkernel.auth import AuthProviderFactory, ClientAuthFactory
     from toolkernel.embedders import EmbedderFactory
     from toolkernel.middleware import ToolMiddleware
     from toolkernel.prompts import Prompt
@@ -154,6 +154,15 @@ class AuthProviderRegistry(Registry["AuthProviderFactory"]):
 
     def add(self, name: str, factory: AuthProviderFactory) -> None:
         """Register ``factory(settings) -> AuthProvider`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
+class ClientAuthRegistry(Registry["ClientAuthFactory"]):
+    kind = "client auth"
+
+    def add(self, name: str, factory: ClientAuthFactory) -> None:
+        """Register ``factory(url, settings) -> httpx2.Auth`` for configs whose ``auth.type`` is ``name``."""
         _require_callable(self.kind, name, factory)
         self._add(name, factory)
 

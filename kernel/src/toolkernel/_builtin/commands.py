@@ -38,6 +38,13 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port for network transports")
     parser.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
     parser.add_argument(
+        "--auth",
+        default=None,
+        metavar="PROVIDER",
+        help="require a token: the auth provider that checks it (toolkernel-oauth: jwt, introspection, "
+        "static-tokens, chain); network transports only",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -56,8 +63,15 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
+    if args.auth is not None:
+        if args.transport == "stdio":
+            raise ConfigError("--auth applies to network transports (http, sse), not to stdio")
+        if args.auth not in kernel.auth_providers:
+            known = ", ".join(kernel.auth_providers) or "none (pip install toolkernel-oauth)"
+            raise ConfigError(f"--auth {args.auth!r}: no such auth provider; available: {known}")
+    extra = {"auth": args.auth} if args.auth is not None else {}
     try:
-        options = ServeOptions(host=args.host, port=args.port, path=args.path)
+        options = ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
     except ValidationError as exc:
         raise ConfigError(f"serve: {exc}") from None
     args.loop = _event_loop(args.loop)
@@ -156,6 +170,8 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         if args.env:
             raise ConfigError("--env applies to a command-line server, not to a URL")
         server: dict[str, Any] = {"url": args.server, "headers": _pairs(args.header, ":", "--header")}
+        if "oauth" in kernel.client_auth and not any(h.lower() == "authorization" for h in server["headers"]):
+            server["auth"] = {"type": "oauth"}  # tokens kept by `toolkernel auth login`
     else:
         if args.header:
             raise ConfigError("--header applies to a URL server, not to a command line")

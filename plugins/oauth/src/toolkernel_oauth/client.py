@@ -56,7 +56,7 @@ class AuthorizationRequired(OAuthFlowError):
 
 
 class IdentityProvider(BaseModel):
-    """The enterprise IdP that exchanges a user's ID token for an ID-JAG (enterprise-managed authorization)."""
+    """The enterprise IdP that trades a user's ID token for an ID-JAG (enterprise-managed authorization)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -82,7 +82,9 @@ class OAuthClientSettings(BaseModel):
     client_secret: str | None = Field(None, description="Its secret (confidential clients).")
     token_endpoint_auth_method: (
         Literal["none", "client_secret_basic", "client_secret_post", "private_key_jwt"] | None
-    ) = Field(None, description="How the client authenticates at the token endpoint; default from the secret.")
+    ) = Field(
+        None, description="How the client authenticates at the token endpoint; default from the secret."
+    )
     private_key: str | None = Field(None, description="PEM key signing private_key_jwt assertions.")
     private_key_file: Path | None = Field(None, description="A file holding that PEM key.")
     signing_algorithm: str = Field("ES256", description="JWS algorithm of private_key_jwt assertions.")
@@ -96,7 +98,9 @@ class OAuthClientSettings(BaseModel):
     )
     client_name: str = Field("toolkernel", description="Name shown on consent screens.")
     scope: str | None = Field(None, description="Scopes to ask for; default: what the server advertises.")
-    redirect_uri: str = Field(DEFAULT_REDIRECT_URI, description="Where the authorization server sends the user back.")
+    redirect_uri: str = Field(
+        DEFAULT_REDIRECT_URI, description="Where the authorization server sends the user back."
+    )
     assertion: str | None = Field(None, description="jwt_bearer: the workload identity JWT.")
     assertion_file: Path | None = Field(None, description="jwt_bearer: a file holding it (read on each use).")
     identity_provider: IdentityProvider | None = Field(None, description="enterprise: the IdP to ask.")
@@ -105,7 +109,6 @@ class OAuthClientSettings(BaseModel):
     )
     store: Literal["file", "memory"] = Field("file", description="Where tokens are kept.")
     store_path: Path | None = Field(None, description="The token file (default under the user's config dir).")
-    interactive: bool = Field(True, description="May open a browser for a user to log in.")
 
     @model_validator(mode="after")
     def _check(self) -> OAuthClientSettings:
@@ -138,7 +141,11 @@ def oauth_auth(
         grant; default: refuse with :class:`AuthorizationRequired` (``toolkernel auth login``
         passes one that opens a browser and listens on loopback).
     """
-    opts = settings if isinstance(settings, OAuthClientSettings) else OAuthClientSettings.model_validate(settings or {})
+    opts = (
+        settings
+        if isinstance(settings, OAuthClientSettings)
+        else OAuthClientSettings.model_validate(settings or {})
+    )
     storage = StoreAdapter(store or token_store(opts), storage_key(server_url))
     if opts.grant == "client_credentials":
         return _client_credentials(server_url, opts, storage)
@@ -188,7 +195,7 @@ class StoreAdapter:
 
 
 async def _refuse(url: str) -> str:
-    raise AuthorizationRequired("this server needs a user to log in: run `toolkernel auth login URL` first")
+    raise AuthorizationRequired("this server needs a user to log in: run `toolkernel auth login URL`")
 
 
 # -- DPoP on top of the SDK's flow -------------------------------------------------------------
@@ -230,13 +237,17 @@ class _DPoPFlow(OAuthClientProvider):
             while True:
                 self._sign(outgoing, request)
                 response = yield outgoing
-                if self.dpop_key is not None and await _asks_nonce(response):
-                    if self.dpop_key.remember_nonce(str(outgoing.url), response.headers.get("dpop-nonce")):
-                        self._sign(outgoing, request)
-                        response = yield outgoing
-                if outgoing is request and response.status_code == 401 and self.dpop_key is None:
-                    if self.dpop_mode is None and _challenge_scheme(response) == "dpop":
-                        self.dpop_key = DPoPKey()
+                key = self.dpop_key
+                # RFC 9449 §8/§9: once more, with the nonce the server handed out.
+                if (
+                    key is not None
+                    and await _asks_nonce(response)
+                    and key.remember_nonce(str(outgoing.url), response.headers.get("dpop-nonce"))
+                ):
+                    self._sign(outgoing, request)
+                    response = yield outgoing
+                if outgoing is request and response.status_code in (401, 403):
+                    self._refused(response)
                 if _is_token_request(outgoing) and response.status_code == 200:
                     response = await self._bearer_shaped(response)
                 outgoing = await inner.asend(response)
@@ -244,6 +255,11 @@ class _DPoPFlow(OAuthClientProvider):
             return
         finally:
             await inner.aclose()
+
+    def _refused(self, response: httpx2.Response) -> None:
+        """The server refused the token (or its absence): start DPoP if it asks for it."""
+        if self.dpop_key is None and self.dpop_mode is None and _challenge_scheme(response) == "dpop":
+            self.dpop_key = DPoPKey()
 
     async def _bearer_shaped(self, response: httpx2.Response) -> httpx2.Response:
         """A DPoP token response as the SDK's ``OAuthToken`` accepts it, remembering it is DPoP-bound."""
@@ -331,6 +347,15 @@ class CodeFlowProvider(_DPoPFlow):
                 or ("client_secret_basic" if settings.client_secret else "none"),
             )
 
+    def _refused(self, response: httpx2.Response) -> None:
+        super()._refused(response)
+        if self.authorizer is _refuse and not self.context.can_refresh_token():
+            # Nobody may log in here: say so now, before registering a client for nothing.
+            raise AuthorizationRequired(
+                f"{self.context.server_url} needs a token (HTTP {response.status_code}): "
+                f"run `toolkernel auth login {self.context.server_url}`"
+            )
+
     async def _redirect(self, authorization_url: str) -> None:
         redirect = await self.authorizer(authorization_url)
         self._result = parse_redirect(redirect)
@@ -388,7 +413,9 @@ def _client_credentials(server_url: str, opts: OAuthClientSettings, storage: Sto
         storage=storage,
         client_id=opts.client_id,
         client_secret=opts.client_secret,
-        token_endpoint_auth_method="client_secret_post" if method == "client_secret_post" else "client_secret_basic",
+        token_endpoint_auth_method="client_secret_post"
+        if method == "client_secret_post"
+        else "client_secret_basic",
         scope=opts.scope,
         issuer=opts.issuer,
     )
@@ -444,10 +471,16 @@ class AssertionGrantProvider(_DPoPFlow):
             raise OAuthFlowError("no assertion source configured")
         issuer = str(self.context.oauth_metadata.issuer) if self.context.oauth_metadata else None
         if issuer is None:
-            raise OAuthFlowError("the authorization server publishes no metadata: cannot use the JWT-bearer grant")
+            raise OAuthFlowError(
+                "the authorization server publishes no metadata: cannot use the JWT-bearer grant"
+            )
         resource = self.context.get_resource_url()
         assertion = await self.assertion_source(issuer, resource)
-        data: dict[str, str] = {"grant_type": JWT_BEARER_GRANT_TYPE, "assertion": assertion, "resource": resource}
+        data: dict[str, str] = {
+            "grant_type": JWT_BEARER_GRANT_TYPE,
+            "assertion": assertion,
+            "resource": resource,
+        }
         if self.context.client_metadata.scope:
             data["scope"] = self.context.client_metadata.scope
         if self.context.client_info is not None:
@@ -496,7 +529,9 @@ def _id_jag_source(opts: OAuthClientSettings, provider: AssertionGrantProvider) 
         async with httpx2.AsyncClient(timeout=30.0) as http:
             response = await http.post(idp.token_endpoint, data=data)
         if response.status_code != 200:
-            raise OAuthTokenError(f"the identity provider refused the token exchange ({response.status_code})")
+            raise OAuthTokenError(
+                f"the identity provider refused the token exchange ({response.status_code})"
+            )
         token = response.json().get("access_token")
         if not isinstance(token, str):
             raise OAuthTokenError("the identity provider's token exchange returned no ID-JAG")

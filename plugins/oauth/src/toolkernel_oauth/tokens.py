@@ -79,7 +79,9 @@ class FileTokenStore:
         try:
             data = json.loads(text)
         except json.JSONDecodeError:
-            raise ValueError(f"token file {self.path} is not valid JSON: delete it and log in again") from None
+            raise ValueError(
+                f"token file {self.path} is not valid JSON: delete it and log in again"
+            ) from None
         return data if isinstance(data, dict) else {}
 
     def _write(self, data: dict[str, Any]) -> None:
