@@ -23,14 +23,20 @@ STARTUP_TIMEOUT_S = 60.0
 ISSUER = "https://issuer.test"
 
 
-@contextlib.asynccontextmanager
-async def serving_app(app: Any) -> AsyncIterator[str]:
-    """Run ``app`` under uvicorn on a free loopback port; yield ``http://127.0.0.1:PORT``."""
+def loopback_socket() -> socket.socket:
+    """A listening socket on 127.0.0.1 with a free port (so a URL is known before the app exists)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     sock.setblocking(False)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serving_app(app: Any, sock: socket.socket | None = None) -> AsyncIterator[str]:
+    """Run ``app`` under uvicorn on ``sock`` (default: a free loopback port); yield its base URL."""
+    sock = sock or loopback_socket()
     port = sock.getsockname()[1]
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
