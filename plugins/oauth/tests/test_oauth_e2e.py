@@ -81,7 +81,7 @@ def oidc_provider(resource: str, token_format: str, ttl: int) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
-async def drive_login(authorization_url: str) -> str:
+async def drive_login(authorization_url: str, redirect: str = REDIRECT) -> str:
     """Be the user: follow the authorization URL, log in as ``ada``, consent; return the redirect."""
     async with httpx2.AsyncClient(timeout=30) as browser:
         url = authorization_url
@@ -89,7 +89,7 @@ async def drive_login(authorization_url: str) -> str:
             response = await browser.get(url)
             if response.status_code in (302, 303):
                 location = urljoin(url, response.headers["location"])
-                if location.startswith(REDIRECT):
+                if location.startswith(redirect):
                     return location
                 url = location
                 continue
@@ -102,7 +102,7 @@ async def drive_login(authorization_url: str) -> str:
             response = await browser.post(action, data=form)
             assert response.status_code in (302, 303), response.text[:500]
             url = urljoin(action, response.headers["location"])
-            if url.startswith(REDIRECT):
+            if url.startswith(redirect):
                 return url
     raise AssertionError("the login did not end at the redirect URI")
 

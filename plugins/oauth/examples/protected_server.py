@@ -1,4 +1,4 @@
-"""A server whose tools need a token: `toolkernel serve protected_server.py:app --transport http --auth jwt`."""
+"""Tools that need a token: `toolkernel serve protected_server.py:app --transport http --auth NAME`."""
 
 from toolkernel import MCPServer, ToolContext
 
