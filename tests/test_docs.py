@@ -51,6 +51,8 @@ OWNED_DOCS = [
     DOCS / "plugins" / "guide.md",
     HOOKS_MD,
 ]
+# Documents that include example files whole, without owning every python block they show.
+DOCS_WITH_EXAMPLES = [*OWNED_DOCS, DOCS / "vector-stores.md"]
 
 # The 2025-era features the docs describe (logging, sampling, ping, resources/subscribe) warn as deprecated.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -204,7 +206,7 @@ def test_hook_has_a_behaviour_test(hook):
 @pytest.mark.parametrize("path", example_files(), ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_example_file_appears_whole_in_the_docs(path):
     source = text(path)
-    where = [doc.name for doc in OWNED_DOCS if source in text(doc)]
+    where = [doc.name for doc in DOCS_WITH_EXAMPLES if source in text(doc)]
     assert where, f"{path.relative_to(ROOT)} is not included verbatim in any document"
 
 
@@ -222,7 +224,7 @@ def anchors(markdown: str) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for _, title, _ in sections(markdown)}
 
 
-@pytest.mark.parametrize("doc", OWNED_DOCS, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("doc", DOCS_WITH_EXAMPLES, ids=lambda p: str(p.relative_to(DOCS)))
 def test_relative_links_resolve(doc):
     for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text(doc)):
         if "://" in target or target.startswith("mailto:"):
@@ -325,10 +327,13 @@ async def test_hook_register_client_transports(kernel_with):
 async def test_hook_register_auth_providers(kernel_with):
     plugin = load_example("hooks/register_auth_providers.py")
     kernel = kernel_with(plugin, settings={"api-keys": {"keys": {"s3cret": "ada"}}})
-    provider = kernel.auth_providers.get("api-keys")(kernel.settings("api-keys"))
+    provider = kernel.auth_provider("api-keys")
     info = await provider.verify("s3cret")
     assert info == toolkernel.AuthInfo(subject="ada", client_id="api-key", scopes=("tools",))
     assert await provider.verify("wrong") is None
+    override = kernel.auth_provider("api-keys", keys={"other": "bob"})  # call options win
+    assert await override.verify("s3cret") is None
+    assert (await override.verify("other")).subject == "bob"
 
 
 @pytest.mark.anyio
@@ -626,8 +631,8 @@ def test_hook_register_settings(kernel_with, monkeypatch):
     with pytest.raises(toolkernel.ConfigError) as caught:
         kernel_with(plugin).check()
     assert str(caught.value) == (
-        "settings of plugin 'greeter' are invalid: plugins.greeter.exclaim: "
-        "Input should be less than or equal to 5"
+        "settings of plugin 'greeter' are invalid: [plugins.greeter] exclaim from "
+        "TOOLKERNEL_GREETER_EXCLAIM: Input should be less than or equal to 5"
     )
 
 
@@ -770,6 +775,32 @@ def test_guide_configuration_file(hello_installed):
     assert anyio.run(MCPServer("s", kernel=kernel).execute_tool, "hello", {"name": "Ada"}) == "Hi, Ada!"
 
 
+@pytest.mark.anyio
+async def test_guide_settings_build_a_factory(monkeypatch):
+    plugin = load_example("settings/keyword_boost.py")
+    path = EXAMPLES / "settings" / "toolkernel.toml"
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    reranker = kernel.reranker("keyword-boost")
+    assert isinstance(reranker, plugin.KeywordBoost)
+    assert (reranker.keywords, reranker.weight) == (["pgvector", "hnsw"], 2.5)
+    passages = ["HNSW in pgvector", "a pgvector index", "bananas"]
+    assert await reranker.score("index", passages) == [5.0, 3.5, 0.0]
+    assert kernel.reranker("keyword-boost", weight=1).weight == 1  # the call's options win
+    monkeypatch.setenv("TOOLKERNEL_KEYWORD_BOOST_KEYWORDS", '["bananas"]')
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    assert kernel.reranker("keyword-boost").keywords == ["bananas"]
+    monkeypatch.setenv("TOOLKERNEL_KEYWORD_BOOST_WEIGHT", "0")
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    with pytest.raises(toolkernel.ConfigError) as caught:
+        kernel.check()
+    assert str(caught.value) == (
+        "settings of plugin 'keyword-boost' are invalid: [plugins.keyword-boost] weight from "
+        "TOOLKERNEL_KEYWORD_BOOST_WEIGHT: Input should be greater than 0"
+    )
+    # Built directly, without a kernel, from a model the caller makes.
+    assert plugin.KeywordBoost(plugin.BoostSettings(weight=2)).weight == 2
+
+
 def test_guide_bad_settings_stop_serve(hello_installed, monkeypatch, capsys):
     from toolkernel.cli import main
 
@@ -779,8 +810,8 @@ def test_guide_bad_settings_stop_serve(hello_installed, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     assert main(["serve", "docs/examples/echo_server.py:app"]) == 2
     assert capsys.readouterr().err == (
-        "toolkernel: error: settings of plugin 'hello' are invalid: plugins.hello.emoji: "
-        "Input should be a valid boolean, unable to interpret input\n"
+        "toolkernel: error: settings of plugin 'hello' are invalid: [plugins.hello] emoji from "
+        "TOOLKERNEL_HELLO_EMOJI: Input should be a valid boolean, unable to interpret input\n"
     )
 
 
@@ -1363,3 +1394,66 @@ def test_observability_bad_exporter_name(monkeypatch):
     with pytest.raises(ValueError, match="use console, otlp or none"):
         _telemetry.configure_from_env({"OTEL_TRACES_EXPORTER": "jaeger"})
     assert _telemetry.configure_from_env({"OTEL_TRACES_EXPORTER": "none"}) is False
+
+
+# ---------------------------------------------------------------------------
+# Writing a store: docs/vector-stores.md
+# ---------------------------------------------------------------------------
+
+STORES = EXAMPLES / "stores"
+
+
+def doc_line_after(doc: Path, prompt: str) -> str:
+    """The line a ``>>>`` example in ``doc`` shows as the result of ``prompt``."""
+    lines = text(doc).splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith(prompt)) + 1]
+
+
+def test_vector_stores_parsed_filter_is_as_shown():
+    from toolkernel.filters import parse_filter
+
+    parsed = parse_filter({"tags": "ai", "year": {"$gte": 2020}, "$not": {"draft": True}})
+    assert repr(parsed) == doc_line_after(DOCS / "vector-stores.md", ">>> parse_filter(")
+
+
+def test_vector_stores_sqlite_translation_is_as_shown():
+    from toolkernel.filters import parse_filter
+
+    sqlite_store = load_example("stores/sqlite_store.py")
+    sql = sqlite_store.translate(parse_filter({"tags": "ai", "year": {"$gte": 2020}}).root)
+    assert repr(sql) == doc_line_after(DOCS / "vector-stores.md", ">>> translate(")
+
+
+def test_vector_stores_sqlite_example_passes_the_kit():
+    done = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "pytest", str(STORES / "test_sqlite_store.py"), "-q"),
+            *("-p", "no:cacheprovider", "-o", f"pythonpath={STORES}"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert re.search(r"\b32 passed\b", done.stdout), done.stdout[-1000:]
+
+
+@pytest.mark.anyio
+async def test_vector_stores_sqlite_example_configured_from_toml(tmp_path):
+    sqlite_store = load_example("stores/sqlite_store.py")
+    config = tmp_path / "toolkernel.toml"
+    config.write_text(f'[plugins.sqlite]\npath = "{tmp_path / "vectors.db"}"\n')
+    kernel = toolkernel.Kernel.from_config(config, load_entry_points=False, plugins=[sqlite_store])
+    store = kernel.vector_store("sqlite")
+    assert store.settings.path == str(tmp_path / "vectors.db")
+    await store.create_index("docs", 2)
+    await store.upsert("docs", ["a", "b"], [[1, 0], [0, 1]], metadata=[{"tags": ["ai", "db"]}, {"tags": "x"}])
+    await store.aclose()
+    reopened = kernel.vector_store("sqlite")  # the file keeps what the first store wrote
+    assert [h.id for h in await reopened.query("docs", [1, 0], filter={"tags": "db"})] == ["a"]
+    await reopened.aclose()
+    in_memory = kernel.vector_store("sqlite", path=":memory:")  # the call's options win
+    assert await in_memory.list_indexes() == []
+    await in_memory.aclose()

@@ -683,9 +683,9 @@ def test_register_settings_bad_value_names_the_field(kernel_with):
         kernel.settings("my-cache")
     assert str(info.value) == (
         "settings of plugin 'my-cache' are invalid: "
-        "plugins.my-cache.ttl_s: Input should be greater than or equal to 0"
+        "[plugins.my-cache] ttl_s in Kernel(settings=...): Input should be greater than or equal to 0"
     )
-    with pytest.raises(ConfigError, match=r"plugins\.my-cache\.ttl_s"):
+    with pytest.raises(ConfigError, match=r"\[plugins\.my-cache\] ttl_s"):
         kernel.check()
 
 
@@ -698,7 +698,10 @@ def test_register_settings_from_environment(kernel_with, monkeypatch):
     monkeypatch.delenv("TOOLKERNEL_MY_CACHE_LABEL")
     assert kernel.settings("my-cache") == CacheSettings(ttl_s=7, label="from-config")
     monkeypatch.setenv("TOOLKERNEL_MY_CACHE_TTL_S", "soon")
-    with pytest.raises(ConfigError, match=r"plugins\.my-cache\.ttl_s: Input should be a valid integer"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[plugins\.my-cache\] ttl_s from TOOLKERNEL_MY_CACHE_TTL_S: Input should be a valid integer",
+    ):
         kernel_with(SettingsPlugin()).settings("my-cache")
 
 

@@ -7,6 +7,12 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "AuthInfo",
+    "AuthProvider",
+    "AuthProviderFactory",
+]
+
 
 class AuthInfo(BaseModel):
     """A verified caller, as a tool sees it in ``ctx.auth``."""

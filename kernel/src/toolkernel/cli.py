@@ -21,6 +21,15 @@ from toolkernel.registries import Registry
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
 
+__all__ = [
+    "Command",
+    "CommandRegistry",
+    "Configure",
+    "Run",
+    "build_parser",
+    "main",
+]
+
 Configure = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace, "Kernel"], Any]
 

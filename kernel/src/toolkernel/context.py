@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 
     from toolkernel.server import MCPServer
 
+__all__ = [
+    "Elicitation",
+    "InputRequired",
+    "LogLevel",
+    "RequestValues",
+    "Sampled",
+    "ToolContext",
+    "encode_state",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]

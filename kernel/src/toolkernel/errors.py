@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "ConfigError",
+    "MCPClientError",
+    "MissingDependencyError",
+    "PluginLoadError",
+    "RegistrationError",
+    "ToolExecutionError",
+    "ToolkernelError",
+]
+
 
 class ToolkernelError(Exception):
     """Base class of every error toolkernel raises on purpose."""

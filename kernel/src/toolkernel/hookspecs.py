@@ -39,6 +39,30 @@ if TYPE_CHECKING:
     )
     from toolkernel.server import MCPServer
 
+__all__ = [
+    "on_server_start",
+    "on_server_stop",
+    "on_session_start",
+    "on_session_stop",
+    "on_tool_error",
+    "on_tool_input_available",
+    "on_tool_input_delta",
+    "on_tool_input_start",
+    "on_tool_output",
+    "register_auth_providers",
+    "register_client_transports",
+    "register_commands",
+    "register_embedders",
+    "register_prompts",
+    "register_rerankers",
+    "register_resources",
+    "register_server_transports",
+    "register_settings",
+    "register_tool_middleware",
+    "register_tools",
+    "register_vector_stores",
+]
+
 _spec = pluggy.HookspecMarker("toolkernel")
 
 
@@ -88,8 +112,9 @@ def register_client_transports(registry: ClientTransportRegistry) -> None:
 def register_auth_providers(registry: AuthProviderRegistry) -> None:
     """Add auth providers: objects that turn a bearer token into :class:`~toolkernel.AuthInfo`.
 
-    :param registry: ``registry.add(name, factory)``; ``factory(settings)`` returns an
-        :class:`~toolkernel.auth.AuthProvider`.
+    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(settings)``
+        returns an :class:`~toolkernel.auth.AuthProvider`. ``settings`` is the validated
+        model of ``[plugins.<settings>]`` (see :func:`register_settings`), or ``None``.
 
     Example: ``docs/examples/hooks/register_auth_providers.py`` (run by ``tests/test_docs.py``).
 
@@ -121,8 +146,10 @@ def register_client_auth(registry: ClientAuthRegistry) -> None:
 def register_vector_stores(registry: VectorStoreRegistry) -> None:
     """Add vector store backends.
 
-    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
-        :class:`~toolkernel.vectors.VectorStore`. Import the backend library inside the
+    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(**options)``
+        returns a :class:`~toolkernel.vectors.VectorStore`; with ``settings="NAME"`` the
+        kernel calls ``factory(settings)`` with the validated model of ``[plugins.NAME]``
+        instead (see :func:`register_settings`). Import the backend library inside the
         factory, never at module level, so listing plugins stays cheap.
 
     Example: ``docs/examples/hooks/register_vector_stores.py`` (run by ``tests/test_docs.py``).
@@ -135,8 +162,9 @@ def register_vector_stores(registry: VectorStoreRegistry) -> None:
 def register_embedders(registry: EmbedderRegistry) -> None:
     """Add embedding providers, addressed as ``provider/model``.
 
-    :param registry: ``registry.add(provider, factory)``; ``factory(model, **options)``
-        returns an :class:`~toolkernel.embedders.Embedder`.
+    :param registry: ``registry.add(provider, factory, settings=None)``; ``factory(model,
+        **options)`` returns an :class:`~toolkernel.embedders.Embedder`; with
+        ``settings="NAME"``, ``factory(model, settings)`` (see :func:`register_settings`).
 
     Example: ``docs/examples/hooks/register_embedders.py`` (run by ``tests/test_docs.py``).
 
@@ -148,8 +176,9 @@ def register_embedders(registry: EmbedderRegistry) -> None:
 def register_rerankers(registry: RerankerRegistry) -> None:
     """Add rerankers: objects that re-score retrieved passages against a query.
 
-    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
-        :class:`~toolkernel.rerankers.Reranker`.
+    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(**options)``
+        returns a :class:`~toolkernel.rerankers.Reranker`; with ``settings="NAME"``,
+        ``factory(settings)`` (see :func:`register_settings`).
 
     Example: ``docs/examples/hooks/register_rerankers.py`` (run by ``tests/test_docs.py``).
 
@@ -359,8 +388,10 @@ def register_settings(registry: SettingsRegistry) -> None:
     :param registry: ``registry.add(name, Model)``. The kernel validates the table
         ``[plugins.<name>]`` of its configuration file (:mod:`toolkernel.config`) and the
         ``TOOLKERNEL_<NAME>_<FIELD>`` environment variables against ``Model`` at start-up;
-        errors name the plugin and the field path. Read the result with
-        ``kernel.settings(name)``.
+        errors name the file, the table and the key. Read the result with
+        ``kernel.settings(name)``; a factory registered with ``settings=name`` (stores,
+        embedders, rerankers, auth providers, transports) is built with it, the call's
+        options overriding it.
 
     Example: ``docs/examples/hooks/register_settings.py`` (run by ``tests/test_docs.py``).
 

@@ -11,6 +11,13 @@ from typing import Any
 from toolkernel.errors import ConfigError
 from toolkernel.resources import Completer
 
+__all__ = [
+    "Prompt",
+    "PromptArgument",
+    "PromptOutput",
+    "prompt",
+]
+
 _NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
 
 PromptOutput = str | Sequence[Any]

@@ -10,6 +10,14 @@ from typing import Any
 
 from toolkernel.errors import ConfigError
 
+__all__ = [
+    "Completer",
+    "ReadResult",
+    "Resource",
+    "ResourceTemplate",
+    "call_maybe_async",
+]
+
 ReadResult = str | bytes
 Completer = Callable[[str], Sequence[str] | Awaitable[Sequence[str]]]
 """``complete(prefix) -> candidate values`` for one argument."""

@@ -25,6 +25,17 @@ if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
 
 
+__all__ = [
+    "Agent",
+    "AskInput",
+    "MCPServer",
+    "Package",
+    "Remote",
+    "Repository",
+    "Workflow",
+]
+
+
 @runtime_checkable
 class Agent(Protocol):
     """Anything with a description and an async ``generate``, exposed as ``ask_<key>``."""

@@ -26,6 +26,18 @@ if TYPE_CHECKING:
     from toolkernel.events import ToolEvent
     from toolkernel.threads import WorkerThreads
 
+__all__ = [
+    "Tool",
+    "ToolAnnotations",
+    "ToolCallback",
+    "ToolInputError",
+    "ToolOutputError",
+    "ToolResult",
+    "create_tool",
+    "text_block",
+    "tool",
+]
+
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
 
 ToolCallback = Callable[["ToolEvent"], Any]

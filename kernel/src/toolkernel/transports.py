@@ -27,6 +27,18 @@ if TYPE_CHECKING:
     TransportStreams = tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]
 
 
+__all__ = [
+    "ClientTransportFactory",
+    "ClientTransportOptions",
+    "ReadStreamBase",
+    "ServeOptions",
+    "ServerTransport",
+    "ServerTransportFactory",
+    "ServingApp",
+    "WriteStreamBase",
+]
+
+
 class ServeOptions(BaseModel):
     """Where and how to serve; transports ignore what does not apply to them."""
 

@@ -23,6 +23,9 @@ from toolkernel_chroma.store import ChromaStore
 class TestChromaServerConformance(VectorStoreContract):
     """The HTTP client against the server started by the ``chroma`` fixture."""
 
+    string_ranges = False  # range filters with string operands raise UnsupportedFilterError
+    mixed_type_lists = False  # Chroma lists hold one type; others raise VectorInputError
+
     @pytest.fixture
     async def vector_store(self, chroma: ChromaService) -> AsyncIterator[ChromaStore]:
         store = create_store(host=chroma.host, port=chroma.port)
@@ -38,6 +41,9 @@ def database_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 class TestChromaPersistentConformance(VectorStoreContract):
     """The embedded persistent client, one database directory for the whole class."""
+
+    string_ranges = False  # range filters with string operands raise UnsupportedFilterError
+    mixed_type_lists = False  # Chroma lists hold one type; others raise VectorInputError
 
     @pytest.fixture
     async def vector_store(self, database_dir: Path) -> AsyncIterator[ChromaStore]:

@@ -1,4 +1,4 @@
-"""The built-in sub-commands: serve, plugins, inspect, call, version."""
+"""The built-in sub-commands: serve, plugins, plugin, inspect, call, version."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ def register_commands(registry: CommandRegistry) -> None:
     """Register the commands every installation has."""
     registry.add("serve", _serve_args, _serve, help="Serve an MCPServer (path/file.py:attr or module:attr).")
     registry.add("plugins", _plugins_args, _plugins, help="List plugins without importing their backends.")
+    registry.add(
+        "plugin", _plugin_args, _plugin, help="Write a new plugin distribution (plugin new NAME --kind KIND)."
+    )
     registry.add(
         "inspect", _inspect_args, _inspect, help="Show a server's info, tools, resources and prompts."
     )
@@ -117,6 +120,32 @@ def _plugins(args: argparse.Namespace, kernel: Kernel) -> int:
             print(f"    hooks: {', '.join(info.hooks)}")
         if info.error:
             print(f"    error: {info.error}")
+    return 0
+
+
+# -- plugin new ------------------------------------------------------------------------------
+
+
+def _plugin_args(parser: argparse.ArgumentParser) -> None:
+    from toolkernel._scaffold import KINDS
+
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    new = actions.add_parser(
+        "new", help="write a ready plugin distribution: pyproject, module, tests, README"
+    )
+    new.add_argument("name", metavar="NAME", help="the plugin's name, e.g. lancedb (toolkernel-NAME)")
+    new.add_argument("--kind", required=True, choices=KINDS, help="what the plugin provides")
+    new.add_argument("--dir", default=None, help="where to write it (default ./toolkernel-NAME)")
+
+
+def _plugin(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel._scaffold import new_plugin
+
+    written = new_plugin(args.name, args.kind, args.dir)
+    root = written[0].parent
+    for path in written:
+        print(path)
+    print(f"\nnext: pip install -e '{root}[test]' && pytest {root}", file=sys.stderr)
     return 0
 
 

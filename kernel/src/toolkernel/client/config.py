@@ -14,6 +14,22 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from toolkernel.errors import ConfigError
 
+__all__ = [
+    "ContentKind",
+    "DEFAULT_OUTPUT_HANDLING",
+    "Destination",
+    "HTTPServerConfig",
+    "MCPClientConfig",
+    "ReliabilityPolicy",
+    "RestartPolicy",
+    "ServerConfig",
+    "StdioServerConfig",
+    "check_server_name",
+    "format_errors",
+    "validate_config",
+    "validate_server",
+]
+
 ContentKind = Literal["text", "image", "audio", "resource", "resource_link"]
 Destination = Literal["content", "artifact"]
 
