@@ -37,7 +37,7 @@ def oauth_client_auth(url: str, settings: Mapping[str, Any]) -> Any:
 def register_auth_providers(registry: AuthProviderRegistry) -> None:
     """Token validators: fixed tokens, JWT against a JWKS, RFC 7662 introspection, and a chain."""
     for name in ("static-tokens", "jwt", "introspection", "chain"):
-        registry.add(name, _validator(name))
+        registry.add(name, _validator(name), settings="oauth")
 
 
 @hookimpl

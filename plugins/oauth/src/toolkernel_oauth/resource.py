@@ -65,15 +65,13 @@ class ResourceServer:
 
         from toolkernel.errors import ConfigError
 
-        settings = kernel.settings("oauth") if "oauth" in kernel.settings_models else None
         try:
-            factory = kernel.auth_providers.get(name)
+            verifier = kernel.auth_provider(name)
         except LookupError as exc:
             raise ConfigError(f"auth: {exc}") from None
-        try:
-            verifier = factory(settings)
         except (ValueError, ValidationError) as exc:
             raise ConfigError(f"auth provider {name!r}: {exc}") from None
+        settings = kernel.settings("oauth") if "oauth" in kernel.settings_models else None
         if not isinstance(settings, OAuthServerSettings):
             settings = None
         return cls(verifier, settings)
