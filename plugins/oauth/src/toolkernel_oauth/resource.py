@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -143,8 +142,6 @@ class ResourceServer:
             logger.exception("token validator failed")
             return None
         if info is None:
-            return None
-        if info.expires_at is not None and info.expires_at <= time.time():
             return None
         aud = info.claims.get("aud") if info.claims else None
         if aud is not None and not _names_resource(aud, resource, self.settings.resource):

@@ -47,6 +47,10 @@ class JWTSettings(BaseModel):
     jwks_refresh_min_s: float = Field(
         30.0, ge=0, description="Least time between two fetches caused by an unknown `kid`."
     )
+    cache_s: float = Field(
+        60.0, ge=0, description="How long a verified token is remembered (never past its exp); 0: off."
+    )
+    cache_size: int = Field(4096, gt=0, description="Verified tokens remembered at most (LRU).")
 
 
 class IntrospectionSettings(BaseModel):

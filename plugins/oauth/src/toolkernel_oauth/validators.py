@@ -77,6 +77,7 @@ class JWTValidator:
         self._fetched_at = -float("inf")
         self._lock = anyio.Lock()
         self._http = http
+        self._verified: OrderedDict[bytes, tuple[float, AuthInfo]] = OrderedDict()
         self._registry = jwt.JWTClaimsRegistry(
             leeway=settings.leeway_s,
             iss={"essential": True, "value": settings.issuer},
@@ -112,6 +113,27 @@ class JWTValidator:
         return self._keys
 
     async def verify(self, token: str) -> AuthInfo | None:
+        """The token's caller; a token verified in the last ``cache_s`` seconds is not verified again."""
+        s = self.settings
+        if s.cache_s <= 0:
+            return await self._verify(token)
+        key = _digest(token)
+        hit = self._verified.get(key)
+        now = time.monotonic()
+        if hit is not None:
+            until, known = hit
+            if now < until and (known.expires_at is None or known.expires_at + s.leeway_s > time.time()):
+                self._verified.move_to_end(key)
+                return known
+            del self._verified[key]
+        info = await self._verify(token)
+        if info is not None:
+            self._verified[key] = (now + s.cache_s, info)
+            while len(self._verified) > s.cache_size:
+                self._verified.popitem(last=False)
+        return info
+
+    async def _verify(self, token: str) -> AuthInfo | None:
         from joserfc.errors import InvalidKeyIdError, JoseError
 
         keys = await self._key_set()
