@@ -243,3 +243,44 @@ async def test_unknown_kid_refetches_the_keys(protected: dict[str, Any]) -> None
     validator._fetched_at -= validator.settings.jwks_refresh_min_s + 1  # the refresh floor has passed
     assert (await post(url, INIT, issuer.token(url, "mcp"))).status_code == 200
     assert issuer.fetches == before + 1
+
+
+async def test_resources_and_prompts_need_their_scopes(issuer: Issuer) -> None:
+    from toolkernel import Kernel, MCPServer, Resource, prompt
+
+    server = MCPServer("scoped", kernel=Kernel(load_entry_points=False))
+    server.add_resource(Resource(uri="notes://open", name="open", read=lambda: "open"))
+    server.add_resource(Resource(uri="notes://secret", name="secret", read=lambda: "s3", scopes=("admin",)))
+    server.add_prompt(prompt(name="summarise", scopes=["admin"])(lambda: "Summarise the secret notes."))
+    async with serving_app(issuer.app()) as jwks_base:
+        guard = ResourceServer(JWTValidator(JWTSettings(issuer=ISSUER, jwks_uri=f"{jwks_base}/jwks")))
+        async with serving_app(asgi_app(server, auth=guard)) as base:
+            url = f"{base}/mcp"
+            async with client(url, issuer.token(url, "mcp")) as c:
+                snapshot = c.get_servers()["s"]
+                assert [r.uri for r in snapshot.resources] == ["notes://open"]
+                assert snapshot.prompts == []
+            read = {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "resources/read",
+                "params": {"uri": "notes://secret"},
+            }
+            refused = await post(
+                url, read, issuer.token(url, "mcp"), **{"mcp-protocol-version": "2026-07-28"}
+            )
+            assert refused.status_code == 403
+            assert 'scope="admin"' in refused.headers["www-authenticate"]
+            async with client(url, issuer.token(url, "mcp admin")) as c:
+                snapshot = c.get_servers()["s"]
+                assert sorted(r.uri for r in snapshot.resources) == ["notes://open", "notes://secret"]
+                assert [p.name for p in snapshot.prompts] == ["summarise"]
+
+
+def test_scopes_must_be_scope_tokens() -> None:
+    from toolkernel import tool
+    from toolkernel.errors import ConfigError
+
+    assert tool(name="t", scopes="a b")(lambda: None).scopes == ("a", "b")
+    with pytest.raises(ConfigError, match="not an OAuth scope token"):
+        tool(name="t", scopes=["a b"])(lambda: None)
