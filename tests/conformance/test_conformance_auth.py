@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +97,14 @@ def test_the_suite_is_the_pinned_version_with_these_auth_scenarios() -> None:
     assert sorted(set(re.findall(r"- (auth/[a-z0-9-]+)", listed))) == sorted(AUTH_SCENARIOS)
 
 
-@pytest.mark.timeout(200)
-@pytest.mark.parametrize("scenario", AUTH_SCENARIOS)
-def test_auth_scenario_passes(scenario: str, tmp_path: Path) -> None:
-    """``conformance client --scenario auth/...`` against auth_client.py: no failure, no warning."""
-    _require_suite()
+PARALLEL = 4
+"""Scenarios run at once: each is mostly waiting (a Node suite, a Python client, loopback HTTP)."""
+
+
+def _run_scenario(
+    scenario: str, output: Path
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """``conformance client --scenario S`` against auth_client.py; the run and the checks it wrote."""
     run = _suite(
         "client",
         "--command",
@@ -110,12 +114,34 @@ def test_auth_scenario_passes(scenario: str, tmp_path: Path) -> None:
         "--timeout",
         "90000",
         "-o",
-        str(tmp_path),
-        timeout=180,
+        str(output),
+        timeout=300,
     )
     checks: list[dict[str, Any]] = []
-    for found in tmp_path.glob("**/checks.json"):
+    for found in output.glob("**/checks.json"):
         checks.extend(json.loads(found.read_text()))
+    return run, checks
+
+
+@pytest.fixture(scope="module")
+def auth_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]]:
+    """Every auth scenario, run :data:`PARALLEL` at a time, once for the module."""
+    _require_suite()
+    base = tmp_path_factory.mktemp("auth")
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        futures = {s: pool.submit(_run_scenario, s, base / s.replace("/", "_")) for s in AUTH_SCENARIOS}
+        return {s: f.result() for s, f in futures.items()}
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("scenario", AUTH_SCENARIOS)
+def test_auth_scenario_passes(
+    scenario: str, auth_runs: dict[str, tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]]
+) -> None:
+    """The scenario's checks: at least one success, no failure, no warning, and a clean exit."""
+    run, checks = auth_runs[scenario]
     assert checks, run.stdout[-3000:] + run.stderr[-3000:]
     assert any(c["status"] == "SUCCESS" for c in checks)
     problems = [

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
         return _login(args, kernel)
     if args.auth_command == "status":
         return _status(args)
-    return _logout(args)
+    return _logout(args)  # an awaitable: the command line runs it
 
 
 async def _login(args: argparse.Namespace, kernel: Kernel) -> int:
@@ -84,7 +83,7 @@ def _status(args: argparse.Namespace) -> int:
     from toolkernel_oauth.tokens import FileTokenStore
 
     store = FileTokenStore()
-    data = store._read()
+    data = store.records()
     rows = []
     for key, record in sorted(data.items()):
         tokens = record.get("tokens") or {} if isinstance(record, dict) else {}
@@ -117,7 +116,7 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _logout(args: argparse.Namespace) -> int:
+async def _logout(args: argparse.Namespace) -> int:
     from toolkernel.errors import ConfigError
     from toolkernel_oauth.client import storage_key
     from toolkernel_oauth.tokens import FileTokenStore
@@ -125,7 +124,7 @@ def _logout(args: argparse.Namespace) -> int:
     store = FileTokenStore()
     if args.all:
         for key in store.keys():  # noqa: SIM118 - a method, not a dict
-            store._update(key, None)
+            await store.delete(key)
         print("forgot every server's tokens", file=sys.stderr)
         return 0
     if not args.url:
@@ -134,6 +133,6 @@ def _logout(args: argparse.Namespace) -> int:
     if key not in store.keys():  # noqa: SIM118 - a method, not a dict
         print(f"no stored tokens for {key}", file=sys.stderr)
         return 1
-    store._update(key, None)
-    print(f"forgot the tokens for {key} at {time.strftime('%H:%M:%S')}", file=sys.stderr)
+    await store.delete(key)
+    print(f"forgot the tokens for {key}", file=sys.stderr)
     return 0

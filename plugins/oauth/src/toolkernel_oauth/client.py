@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -538,8 +537,3 @@ def _id_jag_source(opts: OAuthClientSettings, provider: AssertionGrantProvider) 
         return token
 
     return source
-
-
-def new_state() -> str:
-    """An unguessable ``state`` value."""
-    return secrets.token_urlsafe(32)

@@ -105,11 +105,7 @@ class ResourceServer:
     def resource_url(self, scope: Scope, path: str) -> str:
         """This resource's canonical URL: from settings, else the URL the request came to."""
         if self.settings.resource:
-            return (
-                self.settings.resource.rstrip("/")
-                if self.settings.resource.count("/") > 2
-                else self.settings.resource
-            )
+            return self.settings.resource
         headers = Headers(scope=scope)
         host = headers.get("host") or _server_host(scope)
         return f"{scope.get('scheme', 'http')}://{host}{path}"

@@ -122,5 +122,9 @@ class FileTokenStore:
 
     def keys(self) -> list[str]:
         """Every stored key."""
+        return sorted(self.records())
+
+    def records(self) -> dict[str, Any]:
+        """Everything stored, by key (for ``toolkernel auth status``, which shows no secret)."""
         with self._lock:
-            return sorted(self._read())
+            return self._read()
