@@ -354,6 +354,37 @@ async def test_hook_register_auth_providers(kernel_with):
 
 
 @pytest.mark.anyio
+async def test_hook_register_client_auth(kernel_with):
+    import httpx2
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from toolkernel.client import MCPClient
+    from toolkernel.errors import MCPClientError
+
+    kernel = kernel_with(load_example("hooks/register_client_auth.py"))
+    factory = kernel.client_auth.get("api-key")
+
+    async def echo_key(request):
+        return PlainTextResponse(request.headers.get("x-api-key", ""))
+
+    app = Starlette(routes=[Route("/mcp", echo_key)])
+    auth = factory("http://test/mcp", {"type": "api-key", "key": "k1"})
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), auth=auth) as http:
+        assert (await http.get("http://test/mcp")).text == "k1"
+    with pytest.raises(ValueError, match="needs `key`"):
+        factory("http://test/mcp", {"type": "api-key"})
+    config = {
+        "servers": {"s": {"url": "http://127.0.0.1:9/mcp", "auth": {"type": "api-key"}}},
+        "throw_on_load_error": True,
+    }
+    with pytest.raises(MCPClientError, match=r"servers\.s\.auth: auth type api-key needs `key`"):
+        async with MCPClient(config, kernel=kernel, persist=False):
+            pass
+
+
+@pytest.mark.anyio
 async def test_hook_register_vector_stores(kernel_with):
     from toolkernel.vectors import IndexNotFoundError, VectorStore
 

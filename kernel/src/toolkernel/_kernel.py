@@ -21,6 +21,7 @@ from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
 from toolkernel.registries import (
     AuthProviderRegistry,
     ChunkerRegistry,
+    ClientAuthRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
     EntityExtractorRegistry,
@@ -284,6 +285,11 @@ class Kernel:
     def auth_providers(self) -> AuthProviderRegistry:
         """Auth provider factories by name."""
         return self._collect("register_auth_providers", AuthProviderRegistry(self._origin_of))
+
+    @cached_property
+    def client_auth(self) -> ClientAuthRegistry:
+        """Client auth factories by ``auth.type`` (``oauth`` with toolkernel-oauth)."""
+        return self._collect("register_client_auth", ClientAuthRegistry(self._origin_of))
 
     @cached_property
     def vector_stores(self) -> VectorStoreRegistry:
@@ -577,6 +583,7 @@ _REGISTRY_ATTRS = (
     "server_transports",
     "client_transports",
     "auth_providers",
+    "client_auth",
     "vector_stores",
     "embedders",
     "rerankers",

@@ -23,6 +23,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
 from toolkernel._telemetry import RequestSpans
+from toolkernel.auth import AuthInfo
 from toolkernel.calls import ToolCaller
 from toolkernel.context import InputRequired, ToolContext, encode_state
 from toolkernel.events import SessionEvent
@@ -206,13 +207,25 @@ class _Handlers:
             self._tool_list = types.ListToolsResult(
                 tools=[types.Tool.model_validate(t.describe()) for t in self.app.tools.values()]
             )
-        return self._tool_list
+        caller = _auth_info(ctx)
+        if caller is None or not any(t.scopes for t in self.app.tools.values()):
+            return self._tool_list
+        # A caller sees only the tools its scopes allow.
+        return types.ListToolsResult(
+            tools=[
+                listed
+                for listed, t in zip(self._tool_list.tools, self.app.tools.values(), strict=True)
+                if _allowed(caller, t.scopes)
+            ]
+        )
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         tool = self.app.tools.get(params.name)
-        if tool is None:
+        caller = _auth_info(ctx)
+        if tool is None or not _allowed(caller, tool.scopes):
+            # A tool the caller may not use is as unknown to it as a missing one.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
         answering(f"tool {tool.name!r}")
         values = params.meta.get(CONTEXT_META_KEY) if params.meta else None
@@ -222,7 +235,7 @@ class _Handlers:
             call_id=str(ctx.request_id) if ctx.request_id is not None else str(uuid.uuid4()),
             request=ctx,
             values=values if isinstance(values, dict) else None,
-            auth=_auth_info(ctx),
+            auth=caller,
             input_responses=params.input_responses,
             request_state=params.request_state,
         )
@@ -245,6 +258,8 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         fixed, _ = self.server.all_resources()
+        caller = _auth_info(ctx)
+        fixed = {uri: r for uri, r in fixed.items() if _allowed(caller, r.scopes)}
         return types.ListResourcesResult(
             resources=[
                 types.Resource(
@@ -263,6 +278,8 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         _, templates = self.server.all_resources()
+        caller = _auth_info(ctx)
+        templates = {key: t for key, t in templates.items() if _allowed(caller, t.scopes)}
         return types.ListResourceTemplatesResult(
             resource_templates=[
                 types.ResourceTemplate(
@@ -282,14 +299,15 @@ class _Handlers:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         fixed, templates = self.server.all_resources()
-        if uri in fixed:
+        caller = _auth_info(ctx)
+        if uri in fixed and _allowed(caller, fixed[uri].scopes):
             resource = fixed[uri]
             data = await call_maybe_async(resource.read)
             mime = resource.mime_type
         else:
             for template in templates.values():
                 variables = template.match(uri)
-                if variables is not None:
+                if variables is not None and _allowed(caller, template.scopes):
                     data = await call_maybe_async(template.read, **variables)
                     mime = template.mime_type
                     break
@@ -330,8 +348,11 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         listed = []
+        caller = _auth_info(ctx)
         for versions in self.server.all_prompts().values():
             newest = _newest(versions)
+            if not _allowed(caller, newest.scopes):
+                continue
             meta = (
                 {"toolkernel/versions": [v for v in versions if v is not None]} if len(versions) > 1 else None
             )
@@ -353,6 +374,8 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
         prompt = self._prompt(params.name, dict(params.meta) if params.meta else None)
+        if not _allowed(_auth_info(ctx), prompt.scopes):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {params.name!r}")
         try:
             arguments = prompt.check_arguments(params.arguments)
         except ValueError as exc:
@@ -418,13 +441,26 @@ def _newest(versions: dict[str | None, Prompt]) -> Prompt:
     return list(versions.values())[-1]
 
 
-def _auth_info(ctx: ServerRequestContext[Any, Any]) -> Any:
-    """The verified caller of an HTTP request, from the SDK's auth middleware; ``None`` otherwise."""
+AUTH_SCOPE_KEY = "toolkernel.auth"
+"""ASGI scope key where an HTTP auth layer (toolkernel-oauth) leaves a request's verified caller."""
+
+
+def _allowed(caller: AuthInfo | None, needed: tuple[str, ...]) -> bool:
+    """Whether ``caller`` holds every scope in ``needed``; with auth off (no caller) nothing is needed."""
+    return caller is None or not needed or set(needed) <= set(caller.scopes)
+
+
+def _auth_info(ctx: ServerRequestContext[Any, Any]) -> AuthInfo | None:
+    """The verified caller of this very HTTP request: what an auth layer put in its ASGI scope, else
+    the SDK's auth middleware's; ``None`` on stdio or without auth."""
     if ctx.request is None:
         return None
+    scope = getattr(ctx.request, "scope", None)
+    if isinstance(scope, dict):
+        info = scope.get(AUTH_SCOPE_KEY)
+        if isinstance(info, AuthInfo):
+            return info
     from mcp.server.auth.middleware.auth_context import get_access_token
-
-    from toolkernel.auth import AuthInfo
 
     token = get_access_token()
     if token is None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from toolkernel.registries import (
         AuthProviderRegistry,
         ChunkerRegistry,
+        ClientAuthRegistry,
         ClientTransportRegistry,
         EmbedderRegistry,
         EntityExtractorRegistry,
@@ -121,6 +122,21 @@ def register_auth_providers(registry: AuthProviderRegistry) -> None:
     Example: ``docs/examples/hooks/register_auth_providers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_client_auth(registry: ClientAuthRegistry) -> None:
+    """Add client auth kinds: how an ``MCPClient`` authorizes to a URL server.
+
+    :param registry: ``registry.add(type, factory)``; ``factory(url, settings)`` takes the
+        server's URL and its ``auth`` table (``{"type": type, ...}``, the rest validated by the
+        factory) and returns an ``httpx2.Auth`` that the HTTP client transport uses for every
+        request to that server.
+
+    Example: ``docs/examples/hooks/register_client_auth.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
     """
 
 

@@ -49,6 +49,8 @@ class Prompt:
     version: str | None = None
     complete: Mapping[str, Completer] = field(default_factory=dict)
     meta: dict[str, Any] | None = None
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and get it (enforced when the server has auth on)."""
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -92,6 +94,7 @@ def prompt(
     title: str | None = None,
     version: str | None = None,
     complete: Mapping[str, Completer] | None = None,
+    scopes: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Prompt]:
     """Make a :class:`Prompt` from a function whose parameters are its arguments."""
 
@@ -105,6 +108,7 @@ def prompt(
             title=title,
             version=version,
             complete=dict(complete or {}),
+            scopes=tuple(scopes.split() if isinstance(scopes, str) else scopes),
         )
 
     return build

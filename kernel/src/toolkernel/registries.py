@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from toolkernel.auth import AuthProviderFactory
     from toolkernel.chunkers import ChunkerFactory
+    from toolkernel.auth import AuthProviderFactory, ClientAuthFactory
     from toolkernel.embedders import EmbedderFactory
     from toolkernel.entities import EntityExtractorFactory
     from toolkernel.knowledge import KBExtensionFactory
@@ -210,6 +211,15 @@ class AuthProviderRegistry(Registry["AuthProviderFactory"]):
         """
         _require_callable(self.kind, name, factory)
         self._add(name, factory, settings)
+
+
+class ClientAuthRegistry(Registry["ClientAuthFactory"]):
+    kind = "client auth"
+
+    def add(self, name: str, factory: ClientAuthFactory) -> None:
+        """Register ``factory(url, settings) -> httpx2.Auth`` for configs whose ``auth.type`` is ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
 
 
 class VectorStoreRegistry(Registry["VectorStoreFactory"]):

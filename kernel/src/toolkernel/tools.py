@@ -89,6 +89,8 @@ class Tool:
     meta: dict[str, Any] | None = None
     context_param: str | None = None
     calling: Literal["kwargs", "input"] = "kwargs"
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and call the tool (enforced when the server has auth on)."""
     on_input_start: ToolCallback | None = None
     on_input_delta: ToolCallback | None = None
     on_input_available: ToolCallback | None = None
@@ -210,6 +212,7 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -227,6 +230,7 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -273,6 +277,7 @@ def tool(
             annotations=_annotations(annotations),
             meta=dict(meta) if meta else None,
             context_param=context_param,
+            scopes=_scopes(scopes, name or func.__name__),
             on_input_start=on_input_start,
             on_input_delta=on_input_delta,
             on_input_available=on_input_available,
@@ -292,6 +297,7 @@ def create_tool(
     title: str | None = None,
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -334,6 +340,7 @@ def create_tool(
         annotations=_annotations(annotations),
         meta=dict(meta) if meta else None,
         calling="input",
+        scopes=_scopes(scopes, id),
         on_input_start=on_input_start,
         on_input_delta=on_input_delta,
         on_input_available=on_input_available,
@@ -344,6 +351,17 @@ def create_tool(
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
+
+
+def _scopes(scopes: Sequence[str], name: str) -> tuple[str, ...]:
+    """Scopes as a tuple of non-empty strings without spaces (OAuth scope tokens)."""
+    if isinstance(scopes, str):
+        scopes = scopes.split()
+    out = tuple(scopes)
+    for scope in out:
+        if not isinstance(scope, str) or not scope or " " in scope:
+            raise ConfigError(f"tool {name!r}: scope {scope!r} is not an OAuth scope token")
+    return out
 
 
 def _no_input_model(name: str) -> type[BaseModel]:

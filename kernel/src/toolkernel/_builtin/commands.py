@@ -50,6 +50,13 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
         "(any web page could call the tools)",
     )
     parser.add_argument(
+        "--auth",
+        default=None,
+        metavar="PROVIDER",
+        help="require a token: the auth provider that checks it (toolkernel-oauth: jwt, introspection, "
+        "static-tokens, chain); network transports only",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -67,6 +74,12 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
+    if args.auth is not None:
+        if args.transport == "stdio":
+            raise ConfigError("--auth applies to network transports (http, sse), not to stdio")
+        if args.auth not in kernel.auth_providers:
+            known = ", ".join(kernel.auth_providers) or "none (pip install toolkernel-oauth)"
+            raise ConfigError(f"--auth {args.auth!r}: no such auth provider; available: {known}")
     try:
         options = serve_options(args)
     except ValidationError as exc:
@@ -81,10 +94,13 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
-    """The ``ServeOptions`` of a ``serve`` command line (``--insecure`` goes to the transport's extra)."""
+    """The ``ServeOptions`` of a ``serve`` command line (``--insecure`` and ``--auth`` go to the
+    transport's extra)."""
     from toolkernel.transports import ServeOptions
 
-    extra = {"insecure": True} if args.insecure else {}
+    extra: dict[str, Any] = {"insecure": True} if args.insecure else {}
+    if args.auth is not None:
+        extra["auth"] = args.auth
     return ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
 
 
@@ -201,6 +217,8 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         if args.env:
             raise ConfigError("--env applies to a command-line server, not to a URL")
         server: dict[str, Any] = {"url": args.server, "headers": _pairs(args.header, ":", "--header")}
+        if "oauth" in kernel.client_auth and not any(h.lower() == "authorization" for h in server["headers"]):
+            server["auth"] = {"type": "oauth"}  # tokens kept by `toolkernel auth login`
     else:
         if args.header:
             raise ConfigError("--header applies to a URL server, not to a command line")

@@ -234,6 +234,7 @@ class ServerConnection:
         self._relisten = anyio.Event()
         self._listened_with: frozenset[str] | None = None
         self._listen_changed = anyio.Event()
+        self._auth: Any = None
 
     # -- timing -------------------------------------------------------------------------
 
@@ -465,7 +466,7 @@ class ServerConnection:
             headers=config.headers,
             connect_timeout=self.connect_timeout,
             read_timeout=config.sse_read_timeout,
-            extra={"transport": kind, "auth": self.owner._auth.get(self.name)},
+            extra={"transport": kind, "auth": self._http_auth()},
         )
         try:
             name = kernel.client_transports.for_target(config.url)
@@ -478,6 +479,26 @@ class ServerConnection:
         self.violation = problem
         self._lost_reason = problem
         self.report_lost(problem)
+
+    def _http_auth(self) -> Any:
+        """The ``httpx2.Auth`` for this server: the one passed to the client, else one built once
+        from the config's ``auth`` table by the plugin registered for its ``type``."""
+        given = self.owner._auth.get(self.name)
+        config = self.config
+        if given is not None or not isinstance(config, HTTPServerConfig) or config.auth is None:
+            return given
+        if self._auth is None:
+            kind = str(config.auth.get("type", ""))
+            try:
+                factory = self.owner.kernel.client_auth.get(kind)
+            except LookupError as exc:
+                hint = " (pip install toolkernel-oauth)" if kind == "oauth" else ""
+                raise ConfigError(f"servers.{self.name}.auth: {exc}{hint}") from None
+            try:
+                self._auth = factory(config.url, dict(config.auth))
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"servers.{self.name}.auth: {exc}") from None
+        return self._auth
 
     def _on_stream_end(self) -> None:
         self.report_lost("the server closed the connection")
