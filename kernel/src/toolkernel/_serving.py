@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
+from toolkernel._listen import TaskListenHandler
 from toolkernel._telemetry import RequestSpans
 from toolkernel.calls import ToolCaller
 from toolkernel.context import InputRequired, ToolContext, encode_state
@@ -137,7 +137,7 @@ class ServingAppImpl:
                 on_get_prompt=handlers.get_prompt,
                 on_completion=handlers.complete,
                 on_set_logging_level=handlers.set_logging_level,
-                on_subscriptions_listen=ListenHandler(s.subscription_bus),
+                on_subscriptions_listen=TaskListenHandler(s.subscription_bus, self.tasks),
             )
         proto.middleware = [RequestSpans(), _TrackConnections(s)]
         if any(t.task is not None for t in self.tools.values()):
