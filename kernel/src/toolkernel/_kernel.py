@@ -576,6 +576,9 @@ class Kernel:
 
             # Serving usually ends by cancellation: shield the hooks, or async ones never run.
             with anyio.CancelScope(shield=True):
+                tasks = getattr(app, "tasks", None)
+                if tasks is not None:
+                    await tasks.aclose()  # tools still running as tasks stop with the server
                 await self.emit("on_server_stop", server=server)
 
 

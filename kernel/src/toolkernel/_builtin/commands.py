@@ -1,4 +1,4 @@
-"""The built-in sub-commands: serve, plugins, plugin, inspect, call, version."""
+"""The built-in sub-commands: serve, dev, list, plugins, plugin, inspect, call, version."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolkernel import hookimpl
+from toolkernel._builtin import devserver
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
@@ -30,6 +31,15 @@ def register_commands(registry: CommandRegistry) -> None:
     )
     registry.add("call", _call_args, _call, help="Call one tool on a server and print the result.")
     registry.add("version", lambda p: None, _version, help="Print the toolkernel version.")
+    registry.add(
+        "dev",
+        devserver.dev_args,
+        devserver.dev,
+        help="Serve over HTTP, restart on code changes and open the MCP Inspector.",
+    )
+    registry.add(
+        "list", devserver.list_args, devserver.list_, help="List what a server offers, without serving it."
+    )
 
 
 # -- serve ------------------------------------------------------------------------------------

@@ -282,6 +282,7 @@ class _StreamableEndpoint:
             return
         if scope["method"] == "POST":
             receive = _fastpath.replaying(body, receive)
+            scope = _trimmed(scope)
         await self.manager.handle_request(scope, receive, send)
 
 
@@ -334,6 +335,22 @@ def _unsupported_version(scope: Scope) -> str | None:
             version = value.decode("latin-1")
             return None if version in SUPPORTED_PROTOCOL_VERSIONS else version
     return None
+
+
+_OWS = b" \t"
+
+
+def _trimmed(scope: Scope) -> Scope:
+    """``scope`` with leading and trailing whitespace cut from its header values.
+
+    RFC 9110 §5.5: a field value's surrounding whitespace is not part of it. Some HTTP
+    parsers (httptools) keep it, and the SDK would then see ``Mcp-Name: " x "`` disagree
+    with the body's ``"x"``. Copies the scope only when a value needs trimming.
+    """
+    headers = scope["headers"]
+    if not any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in headers):
+        return scope
+    return {**scope, "headers": [(k, v.strip(_OWS)) for k, v in headers]}
 
 
 def _handshake_era(scope: Scope) -> bool:
