@@ -21,9 +21,19 @@ from toolkernel.client._connection import (
     StateChange,
     _deprecation,
     _log,
+    paged,
 )
 from toolkernel.client._content import ToolOutput, map_result
 from toolkernel.client._names import ToolRef, build_table
+from toolkernel.client._skills import (
+    SKILLS_EXTENSION,
+    LoadedSkill,
+    Skill,
+    file_bytes,
+    verify_file,
+    verify_frontmatter,
+    wire_types,
+)
 from toolkernel.client.config import (
     HTTPServerConfig,
     MCPClientConfig,
@@ -577,6 +587,52 @@ class MCPClient:
             "completion/complete",
             lambda client, meta: client.complete(ref, dict(argument), ctx),
         )
+
+    # -- skills (SEP-2640) ------------------------------------------------------------------------
+
+    async def list_skills(self, server: str) -> list[Skill]:
+        """The skills ``server`` offers (every page); nothing of them is read yet."""
+        conn = self._conn(server)
+        await conn.ready_client(conn.connect_timeout)
+        extensions = (conn.capabilities.extensions if conn.capabilities else None) or {}
+        if SKILLS_EXTENSION not in extensions:
+            raise MCPClientError(server, f"the server does not offer skills ({SKILLS_EXTENSION})")
+        request, result = wire_types()
+
+        async def fetch(cursor: str | None = None) -> Any:
+            async def op(client: Any, meta: dict[str, Any]) -> Any:
+                return await client.session.send_request(request(params={"cursor": cursor}), result)
+
+            return await conn.request("skills/list", op)
+
+        return await paged(fetch, "skills")
+
+    async def load_skill(self, server: str, skill: Skill | str) -> LoadedSkill:
+        """Read a skill's files, verified: sizes and digests as listed, ``SKILL.md`` frontmatter as listed.
+
+        ``skill`` is an entry from :meth:`list_skills` or its ``SKILL.md`` URI. Files are
+        read only now, ``SKILL.md`` first; the first check that fails raises
+        :class:`MCPClientError` and nothing more is read.
+        """
+        if isinstance(skill, str):
+            entry = next((s for s in await self.list_skills(server) if s.uri == skill), None)
+            if entry is None:
+                raise MCPClientError(server, f"no skill with the URI {skill!r}")
+            skill = entry
+        listed = {f.uri: f for f in skill.resources} if isinstance(skill.resources, list) else {}
+        order = [skill.uri, *(uri for uri in listed if uri != skill.uri)]
+        files: dict[str, bytes] = {}
+        for uri in order:
+            try:
+                data = file_bytes(await self.read_resource(server, uri), uri)
+            except ValueError as exc:
+                raise MCPClientError(server, str(exc)) from None
+            if uri in listed:
+                verify_file(server, listed[uri], data)
+            if uri == skill.uri:
+                verify_frontmatter(server, skill, data.decode("utf-8", errors="replace"))
+            files[uri] = data
+        return LoadedSkill(server, skill, files)
 
     # -- logging and roots ------------------------------------------------------------------------
 

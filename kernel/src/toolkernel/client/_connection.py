@@ -95,10 +95,12 @@ class _WatchedRead:
 
     async def receive(self) -> Any:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end()
             raise
+        _complete_by_default(item)
+        return item
 
     def __aiter__(self) -> _WatchedRead:
         return self
@@ -118,6 +120,19 @@ class _WatchedRead:
     async def __aexit__(self, *exc: object) -> None:
         self._on_end()
         await self.aclose()
+
+
+def _complete_by_default(item: Any) -> None:
+    """A result without ``resultType`` is a complete one (2026-07-28, SEP-2322): say so for the SDK.
+
+    The SDK validates 2026-era results against a schema that requires the field, so a
+    server that leaves it out (as the specification allows) would fail every call.
+    """
+    from mcp_types import JSONRPCResponse
+
+    message = getattr(item, "message", None)
+    if isinstance(message, JSONRPCResponse) and "resultType" not in message.result:
+        message.result["resultType"] = "complete"
 
 
 @contextlib.asynccontextmanager
@@ -359,6 +374,9 @@ class ServerConnection:
 
     def _make_client(self, kind: str) -> Client:
         from mcp.client import Client
+        from mcp.client.extension import advertise
+
+        from toolkernel.client._skills import SKILLS_EXTENSION
 
         owner = self.owner
         return Client(
@@ -371,6 +389,7 @@ class ServerConnection:
             logging_callback=self._logging,
             message_handler=self._on_message,
             client_info=owner._client_info,
+            extensions=[advertise(SKILLS_EXTENSION)],
             cache=None,
         )
 
@@ -414,14 +433,14 @@ class ServerConnection:
             raw = await client.session.send_discover(self.config.protocol)
             caps = types.DiscoverResult.model_validate(raw, by_name=False).capabilities
         self.capabilities = caps
-        self.tools = await _paged(client.list_tools, "tools") if caps.tools is not None else []
+        self.tools = await paged(client.list_tools, "tools") if caps.tools is not None else []
         if caps.prompts is not None:
-            self.prompts = await _paged(client.list_prompts, "prompts")
+            self.prompts = await paged(client.list_prompts, "prompts")
         else:
             self.prompts = []
         if caps.resources is not None:
-            self.resources = await _paged(client.list_resources, "resources")
-            self.resource_templates = await _paged(client.list_resource_templates, "resource_templates")
+            self.resources = await paged(client.list_resources, "resources")
+            self.resource_templates = await paged(client.list_resource_templates, "resource_templates")
         else:
             self.resources, self.resource_templates = [], []
         with warnings.catch_warnings():
@@ -557,15 +576,15 @@ class ServerConnection:
             try:
                 with anyio.fail_after(self.timeout):
                     if "tools" in stale:
-                        self.tools = await _paged(client.list_tools, "tools")
+                        self.tools = await paged(client.list_tools, "tools")
                         self.owner._post("tools_changed", self.name)
                         self.owner._post("tool_list_changed", self.name)
                     if "prompts" in stale:
-                        self.prompts = await _paged(client.list_prompts, "prompts")
+                        self.prompts = await paged(client.list_prompts, "prompts")
                         self.owner._post("prompt_list_changed", self.name)
                     if "resources" in stale:
-                        self.resources = await _paged(client.list_resources, "resources")
-                        self.resource_templates = await _paged(
+                        self.resources = await paged(client.list_resources, "resources")
+                        self.resource_templates = await paged(
                             client.list_resource_templates, "resource_templates"
                         )
                         self.owner._post("resource_list_changed", self.name)
@@ -697,7 +716,8 @@ class ServerConnection:
         return MCPClientError(self.name, f"{what}: {_describe(exc)}")
 
 
-async def _paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+async def paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+    """Every item of a paginated list: ``fetch(cursor=...)`` again while a ``nextCursor`` comes back."""
     items: list[Any] = []
     cursor: str | None = None
     for _ in range(_PAGE_CAP):
