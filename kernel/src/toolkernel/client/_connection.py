@@ -169,6 +169,7 @@ class ServerConnection:
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._lost_reason = "connection lost"
+        self._attempts = 0
         self._probe_now = anyio.Event()
         self._stale: set[str] = set()
         self._stale_event = anyio.Event()
@@ -361,6 +362,8 @@ class ServerConnection:
                 await inner.enter_async_context(client)
             except Exception as exc:
                 await inner.aclose()
+                # The refused attempt's stream ended; that says nothing about the next one.
+                self._lost = anyio.Event()
                 leaf = _leaf(exc)
                 if isinstance(leaf, ConfigError):
                     raise leaf from None
@@ -380,7 +383,7 @@ class ServerConnection:
 
         owner = self.owner
         return Client(
-            _watched(self._open_transport(kind), self._on_stream_end),
+            _watched(self._open_transport(kind), self._stream_end_callback()),
             mode=self.config.protocol,
             read_timeout_seconds=owner.config.policy.max_timeout + 5,
             sampling_callback=self._sampling if owner._sampling_handler else None,
@@ -417,6 +420,17 @@ class ServerConnection:
         except LookupError as exc:
             raise ConfigError(str(exc)) from None
         return kernel.client_transport(config.url, options, name=name)
+
+    def _stream_end_callback(self) -> Callable[[], None]:
+        """What the end of this attempt's stream does: nothing once a later attempt has started."""
+        self._attempts += 1
+        attempt = self._attempts
+
+        def on_end() -> None:
+            if attempt == self._attempts:
+                self._on_stream_end()
+
+        return on_end
 
     def _on_stream_end(self) -> None:
         self.report_lost("the server closed the connection")
