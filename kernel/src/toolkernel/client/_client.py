@@ -22,6 +22,7 @@ from toolkernel.client._connection import (
     _deprecation,
     _log,
     paged,
+    supports_subscribe,
 )
 from toolkernel.client._content import ToolOutput, map_result
 from toolkernel.client._names import ToolRef, build_table
@@ -524,6 +525,10 @@ class MCPClient:
         """
         conn = self._conn(server)
         await conn.ready_client(conn.connect_timeout)
+        if not supports_subscribe(conn.capabilities):
+            raise MCPClientError(
+                server, "the server does not offer resource subscriptions (resources.subscribe)"
+            )
         if conn.modern:
             conn.subscriptions.add(uri)
             await conn.resubscribe()

@@ -501,22 +501,28 @@ class ServerConnection:
     async def _listener(self, client: Client) -> None:
         """Keep a ``subscriptions/listen`` stream open (2026-07-28): list changes and resource updates.
 
-        Re-opened when the subscriptions change; its events are handled here, not in
-        :meth:`_on_message` (the SDK passes only some of them on as notifications).
+        Opened only for what the server announces (``listChanged`` flags, ``subscribe``
+        with URIs to watch); with nothing to listen to, or a server that does not know
+        the method, it waits until the subscriptions change. Re-opened when they do;
+        its events are handled here, not in :meth:`_on_message` (the SDK passes only
+        some of them on as notifications).
         """
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import METHOD_NOT_FOUND
+
         caps = self.capabilities or client.server_capabilities
         while True:
             self._relisten = anyio.Event()
             uris = frozenset(self.subscriptions)
+            wanted = _listen_flags(caps, uris)
+            if not any(wanted.values()):
+                self._mark_listening(uris)
+                await self._relisten.wait()
+                continue
             scope = anyio.CancelScope(deadline=anyio.current_time() + self.timeout)
             try:
                 with scope:
-                    async with client.listen(
-                        tools_list_changed=caps.tools is not None,
-                        prompts_list_changed=caps.prompts is not None,
-                        resources_list_changed=caps.resources is not None,
-                        resource_subscriptions=sorted(uris),
-                    ) as subscription:
+                    async with client.listen(**wanted) as subscription:
                         scope.deadline = math.inf
                         self._mark_listening(uris)
                         async with anyio.create_task_group() as tg:
@@ -531,6 +537,15 @@ class ServerConnection:
                             tg.cancel_scope.cancel()
                 if scope.cancelled_caught:
                     _log.warning("subscriptions/listen was not acknowledged in time", server=self.name)
+            except MCPError as exc:
+                self._mark_listening(None)
+                if exc.code != METHOD_NOT_FOUND:
+                    _log.warning("subscriptions/listen failed", server=self.name, error=_describe(exc))
+                    with anyio.move_on_after(1.0):
+                        await self._relisten.wait()
+                    continue
+                _log.info("the server does not support subscriptions/listen", server=self.name)
+                await self._relisten.wait()
             except Exception as exc:
                 _log.warning("subscriptions/listen failed", server=self.name, error=_describe(exc))
                 self._mark_listening(None)
@@ -741,6 +756,22 @@ async def paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
         if not cursor:
             break
     return items
+
+
+def _listen_flags(caps: types.ServerCapabilities, uris: frozenset[str]) -> dict[str, Any]:
+    """The ``client.listen`` arguments for what ``caps`` announce (all false: nothing to listen to)."""
+    resources = caps.resources
+    return {
+        "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+        "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+        "resources_list_changed": bool(resources and resources.list_changed),
+        "resource_subscriptions": sorted(uris) if resources and resources.subscribe else [],
+    }
+
+
+def supports_subscribe(caps: types.ServerCapabilities | None) -> bool:
+    """Whether the server announced ``resources.subscribe``."""
+    return bool(caps and caps.resources and caps.resources.subscribe)
 
 
 def _deprecation() -> type[Warning]:
