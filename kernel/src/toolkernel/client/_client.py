@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from toolkernel.client import _tasks as tasks
 from toolkernel.client._connection import (
     ProgressCallback,
     ServerConnection,
@@ -35,6 +36,7 @@ from toolkernel.client._skills import (
     verify_frontmatter,
     wire_types,
 )
+from toolkernel.client._tasks import call_as_task, server_runs_tool_tasks, task_support
 from toolkernel.client.config import (
     HTTPServerConfig,
     MCPClientConfig,
@@ -421,6 +423,7 @@ class MCPClient:
         run_id: str | None = None,
         on_progress: ProgressCallback | None = None,
         raise_on_error: bool = True,
+        task: bool | None = None,
     ) -> ToolOutput:
         """Call a tool by its client-wide name.
 
@@ -429,6 +432,10 @@ class MCPClient:
         :param run_id: becomes the request's progress token, and :meth:`cancel` takes it.
         :param on_progress: ``(progress, total, message)`` for this call's progress.
         :param raise_on_error: a result the tool marks as an error raises :class:`ToolError`.
+        :param task: run the tool as a task (2025-11-25 Tasks): ``None`` (default) when the
+            tool requires it, ``True`` also when it allows it. The call then waits for the
+            task, reporting each status change as progress; cancelling or timing out cancels
+            the task on the server.
         Tools annotated idempotent or read-only are sent again after a lost connection, up
         to the policy's ``tool_retries``; others fail with the connection.
         """
@@ -443,6 +450,7 @@ class MCPClient:
             run_id=run_id,
             on_progress=on_progress,
             raise_on_error=raise_on_error,
+            task=task,
         )
 
     async def call_server_tool(
@@ -455,18 +463,32 @@ class MCPClient:
         run_id: str | None = None,
         on_progress: ProgressCallback | None = None,
         raise_on_error: bool = True,
+        task: bool | None = None,
     ) -> ToolOutput:
         """Call ``tool`` on ``server`` by its own name (see :meth:`call_tool`)."""
         conn = self._conn(server)
         known = next((t for t in conn.tools if t.name == tool), None)
-        retryable = known is not None and NamespacedTool("", server, known).retryable
-        tries = 1 + (self.config.policy.tool_retries if retryable else 0)
         args = dict(arguments or {})
+        support = task_support(known)
+        if support == "required" or (task and support == "optional"):
+            if task is False:
+                raise ToolError(
+                    server, f"tool {tool!r} runs only as a task (taskSupport: required)", tool=tool
+                )
+            op = self._task_op(conn, tool, args)
+            retryable = False
+        else:
+
+            async def op(client: Any, meta: dict[str, Any]) -> Any:
+                return await client.call_tool(tool, args, meta=meta)
+
+            retryable = known is not None and NamespacedTool("", server, known).retryable
+        tries = 1 + (self.config.policy.tool_retries if retryable else 0)
         for attempt in range(tries):
             try:
                 result = await conn.request(
                     f"tools/call {tool}",
-                    lambda client, meta: client.call_tool(tool, args, meta=meta),  # type: ignore[arg-type]
+                    op,
                     timeout=timeout,
                     run_id=run_id,
                     on_progress=on_progress,
@@ -483,8 +505,50 @@ class MCPClient:
             )
         return output
 
+    @staticmethod
+    def _task_op(conn: ServerConnection, tool: str, args: dict[str, Any]) -> Any:
+        """The request that runs ``tool`` as a task, its status changes reported as the call's progress."""
+        if not server_runs_tool_tasks(conn.capabilities):
+            raise ToolError(
+                conn.name,
+                f"tool {tool!r} must run as a task, but the server does not offer tool tasks "
+                "(capabilities.tasks.requests.tools.call)",
+                tool=tool,
+            )
+
+        async def op(client: Any, meta: dict[str, Any]) -> Any:
+            route = conn.progress_routes.get(meta["progressToken"])
+            steps = 0
+
+            async def on_status(state: Any) -> None:
+                nonlocal steps
+                steps += 1
+                detail = f": {state.status_message}" if state.status_message else ""
+                _log.debug("task status", server=conn.name, task=state.task_id, status=state.status)
+                if route is not None:
+                    await route(steps, None, f"task {state.task_id} {state.status}{detail}")
+
+            return await call_as_task(client, tool, args, meta=meta, on_status=on_status)
+
+        return op
+
+    async def get_task(self, server: str, task_id: str) -> types.GetTaskResult:
+        """Poll a task on ``server`` (``tasks/get``): its status and status message."""
+        return await self._conn(server).request(
+            f"tasks/get {task_id}", lambda client, meta: tasks.get(client, task_id)
+        )
+
+    async def cancel_task(self, server: str, task_id: str) -> types.CancelTaskResult:
+        """Ask ``server`` to cancel a task (``tasks/cancel``); the task's state after it."""
+        return await self._conn(server).request(
+            f"tasks/cancel {task_id}", lambda client, meta: tasks.cancel(client, task_id)
+        )
+
     def cancel(self, run_id: str) -> bool:
-        """Cancel the in-flight request started with ``run_id``; whether there was one."""
+        """Cancel the in-flight request started with ``run_id``; whether there was one.
+
+        A tool running as a task is cancelled on the server too (``tasks/cancel``).
+        """
         cancel = self._runs.get(run_id)
         if cancel is None:
             return False
