@@ -1332,3 +1332,131 @@ def test_observability_bad_exporter_name(monkeypatch):
     with pytest.raises(ValueError, match="use console, otlp or none"):
         _telemetry.configure_from_env({"OTEL_TRACES_EXPORTER": "jaeger"})
     assert _telemetry.configure_from_env({"OTEL_TRACES_EXPORTER": "none"}) is False
+
+
+# -- tasks, roots and sampling parameters, pagination ---------------------------------------------
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+async def _raw_2026(app, method, params, *, tasks=True):
+    """One 2026-07-28 request to ``app`` served by toolkernel-http's ASGI app (raw JSON-RPC)."""
+    import httpx
+
+    capabilities = {"elicitation": {}, **({"extensions": {TASKS: {}}} if tasks else {})}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    name = params.get("name") or params.get("taskId")
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+        **({"mcp-name": name} if name else {}),
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    http = app._http_app
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(http), base_url="http://127.0.0.1") as client:
+        response = await client.post("/mcp", json=body, headers=headers)
+    data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    reply = json.loads([d for d in data if d][-1]) if data else response.json()
+    return reply["result"]
+
+
+@pytest.mark.anyio
+async def test_tools_tasks_example(kernel):
+    from toolkernel_http import asgi_app
+
+    module = load_example("tools/tasks.py")
+    module.app._kernel = kernel
+    http = asgi_app(module.app, json_response=True)
+    module.app._http_app = http
+    async with http.lifespan():
+        created = await _raw_2026(
+            module.app, "tools/call", {"name": "build_report", "arguments": {"pages": 3}}
+        )
+        assert created["resultType"] == "task"
+        assert created["status"] == "working"
+        for _ in range(200):
+            task = await _raw_2026(module.app, "tasks/get", {"taskId": created["taskId"]})
+            if task["status"] == "completed":
+                break
+            await anyio.sleep(0.02)
+        assert task["result"]["content"][0]["text"] == "report of 3 pages"
+        assert task["statusMessage"] == "page 3 of 3"
+        # Without the extension the same tool answers inside the request.
+        plain = await _raw_2026(
+            module.app, "tools/call", {"name": "build_report", "arguments": {"pages": 1}}, tasks=False
+        )
+        assert plain["content"][0]["text"] == "report of 1 pages"
+        # archive asks inside the request (input_required), then detaches into a task.
+        asked = await _raw_2026(
+            module.app, "tools/call", {"name": "archive", "arguments": {"folder": "logs"}}
+        )
+        assert asked["resultType"] == "input_required"
+        (key,) = asked["inputRequests"]
+        retry = {
+            "name": "archive",
+            "arguments": {"folder": "logs"},
+            "inputResponses": {key: {"action": "accept", "content": {"go": True}}},
+            "requestState": asked["requestState"],
+        }
+        detached = await _raw_2026(module.app, "tools/call", retry)
+        assert detached["resultType"] == "task"
+        for _ in range(200):
+            task = await _raw_2026(module.app, "tasks/get", {"taskId": detached["taskId"]})
+            if task["status"] == "completed":
+                break
+            await anyio.sleep(0.02)
+        assert task["result"]["content"][0]["text"] == "logs archived"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_tools_roots_and_sampling_parameters(kernel, mode):
+    import mcp_types as types
+
+    module = load_example("tools/roots_sampling.py")
+    sampled = []
+
+    async def on_roots(ctx):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///src", name="src")])
+
+    async def on_sample(ctx, params):
+        sampled.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="A source tree."), model="m"
+        )
+
+    async with connect_in_memory(
+        module.app, kernel=kernel, mode=mode, list_roots_callback=on_roots, sampling_callback=on_sample
+    ) as client:
+        result = await client.call_tool("summarize_workspace", {})
+    assert result.content[0].text == "A source tree."
+    (params,) = sampled
+    assert params.messages[0].content.text == "Summarize a workspace holding: file:///src"
+    assert (params.max_tokens, params.stop_sequences, params.include_context) == (100, ["\n\n"], "thisServer")
+    assert params.model_preferences.speed_priority == 0.8
+    assert params.model_preferences.hints[0].name == "claude"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_server_pagination(kernel, mode):
+    from mcp.shared.exceptions import MCPError
+
+    module = load_example("server/pagination.py")
+    pages = []
+    async with connect_in_memory(module.app, kernel=kernel, mode=mode) as client:
+        cursor = None
+        while True:
+            page = await client.list_prompts(cursor=cursor)
+            pages.append([p.name for p in page.prompts])
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        with pytest.raises(MCPError) as bad:
+            await client.list_prompts(cursor="not-a-cursor")
+    assert pages == [["template_0", "template_1"], ["template_2", "template_3"], ["template_4"]]
+    assert bad.value.code == -32602

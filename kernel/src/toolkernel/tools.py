@@ -24,6 +24,7 @@ from toolkernel.errors import ConfigError
 
 if TYPE_CHECKING:
     from toolkernel.events import ToolEvent
+    from toolkernel.tasks import TaskSupport
     from toolkernel.threads import WorkerThreads
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
@@ -77,6 +78,8 @@ class Tool:
     meta: dict[str, Any] | None = None
     context_param: str | None = None
     calling: Literal["kwargs", "input"] = "kwargs"
+    task: TaskSupport | None = None
+    task_start: Literal["call", "detach"] = "call"
     on_input_start: ToolCallback | None = None
     on_input_delta: ToolCallback | None = None
     on_input_available: ToolCallback | None = None
@@ -90,6 +93,14 @@ class Tool:
             )
         if not isinstance(self.description, str):
             raise ConfigError(f"tool {self.name!r}: description must be a string")
+        if self.task not in (None, "optional", "required"):
+            raise ConfigError(
+                f"tool {self.name!r}: task must be 'optional', 'required' or None, not {self.task!r}"
+            )
+        if self.task_start not in ("call", "detach"):
+            raise ConfigError(
+                f"tool {self.name!r}: task_start must be 'call' or 'detach', not {self.task_start!r}"
+            )
         if self.input_schema.get("type") != "object":
             raise ConfigError(f"tool {self.name!r}: input schema must describe an object (type: object)")
         self.is_async = inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(
@@ -175,6 +186,8 @@ class Tool:
             out["outputSchema"] = self.output_schema
         if self.annotations is not None:
             out["annotations"] = self.annotations.model_dump(by_alias=True, exclude_none=True)
+        if self.task is not None:
+            out["execution"] = {"taskSupport": self.task}
         if self.meta:
             out["_meta"] = self.meta
         return out
@@ -198,6 +211,8 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    task: TaskSupport | None = None,
+    task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -215,6 +230,8 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    task: TaskSupport | None = None,
+    task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -225,6 +242,11 @@ def tool(
     The description defaults to the docstring; a parameter annotated
     :class:`~toolkernel.ToolContext` receives the context; a return annotation that is
     a pydantic model (or ``output_schema=``) becomes the output schema.
+
+    ``task="optional"`` lets the call run as a task (:mod:`toolkernel.tasks`) when the
+    client supports tasks; ``"required"`` refuses clients that do not (-32021). The task
+    is created when the call starts, or with ``task_start="detach"`` when the tool calls
+    :meth:`ToolContext.run_as_task`, after asking its questions inside the request.
     """
 
     def build(func: Callable[..., Any]) -> Tool:
@@ -261,6 +283,8 @@ def tool(
             annotations=_annotations(annotations),
             meta=dict(meta) if meta else None,
             context_param=context_param,
+            task=task,
+            task_start=task_start,
             on_input_start=on_input_start,
             on_input_delta=on_input_delta,
             on_input_available=on_input_available,
@@ -280,6 +304,8 @@ def create_tool(
     title: str | None = None,
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    task: TaskSupport | None = None,
+    task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -322,6 +348,8 @@ def create_tool(
         annotations=_annotations(annotations),
         meta=dict(meta) if meta else None,
         calling="input",
+        task=task,
+        task_start=task_start,
         on_input_start=on_input_start,
         on_input_delta=on_input_delta,
         on_input_available=on_input_available,

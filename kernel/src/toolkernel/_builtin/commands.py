@@ -1,4 +1,4 @@
-"""The built-in sub-commands: serve, plugins, inspect, call, version."""
+"""The built-in sub-commands: serve, dev, list, plugins, inspect, call, version."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from toolkernel import hookimpl
+from toolkernel._builtin import devserver
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
@@ -18,6 +19,15 @@ if TYPE_CHECKING:
 def register_commands(registry: CommandRegistry) -> None:
     """Register the commands every installation has."""
     registry.add("serve", _serve_args, _serve, help="Serve an MCPServer (path/file.py:attr or module:attr).")
+    registry.add(
+        "dev",
+        devserver.dev_args,
+        devserver.dev,
+        help="Serve over HTTP, restart on code changes and open the MCP Inspector.",
+    )
+    registry.add(
+        "list", devserver.list_args, devserver.list_, help="List what a server offers, without serving it."
+    )
     registry.add("plugins", _plugins_args, _plugins, help="List plugins without importing their backends.")
     registry.add(
         "inspect", _inspect_args, _inspect, help="Show a server's info, tools, resources and prompts."

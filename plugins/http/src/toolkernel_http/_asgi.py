@@ -217,6 +217,7 @@ class _StreamableEndpoint:
             return
         if scope["method"] == "POST":
             receive = _fastpath.replaying(body, receive)
+            scope = _trimmed(scope)
         await self.manager.handle_request(scope, receive, send)
 
 
@@ -234,6 +235,22 @@ class _LegacySSEEndpoint:
                 await self.serving.run_session(read, write, transport="sse")
             else:
                 await self.server.run(read, write, self.server.create_initialization_options())
+
+
+_OWS = b" \t"
+
+
+def _trimmed(scope: Scope) -> Scope:
+    """``scope`` with leading and trailing whitespace cut from its header values.
+
+    RFC 9110 §5.5: a field value's surrounding whitespace is not part of it. Some HTTP
+    parsers (httptools) keep it, and the SDK would then see ``Mcp-Name: " x "`` disagree
+    with the body's ``"x"``. Copies the scope only when a value needs trimming.
+    """
+    headers = scope["headers"]
+    if not any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in headers):
+        return scope
+    return {**scope, "headers": [(k, v.strip(_OWS)) for k, v in headers]}
 
 
 def _handshake_era(scope: Scope) -> bool:
