@@ -432,10 +432,11 @@ class MCPClient:
         :param run_id: becomes the request's progress token, and :meth:`cancel` takes it.
         :param on_progress: ``(progress, total, message)`` for this call's progress.
         :param raise_on_error: a result the tool marks as an error raises :class:`ToolError`.
-        :param task: run the tool as a task (2025-11-25 Tasks): ``None`` (default) when the
-            tool requires it, ``True`` also when it allows it. The call then waits for the
-            task, reporting each status change as progress; cancelling or timing out cancels
-            the task on the server.
+        :param task: on 2025-11-25 servers, run the tool as a task: ``None`` (default) when
+            the tool requires it, ``True`` also when it allows it. On 2026-07-28 servers the
+            server decides (the client offers the tasks extension). Either way the call waits
+            for the task, reporting each status change as progress; cancelling the call or
+            timing out cancels the task on the server.
         Tools annotated idempotent or read-only are sent again after a lost connection, up
         to the policy's ``tool_retries``; others fail with the connection.
         """
@@ -470,7 +471,11 @@ class MCPClient:
         known = next((t for t in conn.tools if t.name == tool), None)
         args = dict(arguments or {})
         support = task_support(known)
-        if support == "required" or (task and support == "optional"):
+        if conn.modern:
+            # 2026-07-28: the server decides; a task it creates is followed by the tasks extension.
+            op = self._modern_op(conn, tool, args)
+            retryable = known is not None and NamespacedTool("", server, known).retryable
+        elif support == "required" or (task and support == "optional"):
             if task is False:
                 raise ToolError(
                     server, f"tool {tool!r} runs only as a task (taskSupport: required)", tool=tool
@@ -506,7 +511,36 @@ class MCPClient:
         return output
 
     @staticmethod
-    def _task_op(conn: ServerConnection, tool: str, args: dict[str, Any]) -> Any:
+    def _status_reporter(conn: ServerConnection, token: str | int) -> Callable[[Any], Any]:
+        """Each task status as progress of the call with progress token ``token``."""
+        route = conn.progress_routes.get(token)
+        steps = 0
+
+        async def on_status(state: Any) -> None:
+            nonlocal steps
+            steps += 1
+            detail = f": {state.status_message}" if state.status_message else ""
+            _log.debug("task status", server=conn.name, task=state.task_id, status=state.status)
+            if route is not None:
+                await route(steps, None, f"task {state.task_id} {state.status}{detail}")
+
+        return on_status
+
+    @classmethod
+    def _modern_op(cls, conn: ServerConnection, tool: str, args: dict[str, Any]) -> Any:
+        """A 2026-07-28 ``tools/call``; a task the server makes of it reports statuses as progress."""
+
+        async def op(client: Any, meta: dict[str, Any]) -> Any:
+            reset = tasks.status_callback.set(cls._status_reporter(conn, meta["progressToken"]))
+            try:
+                return await client.call_tool(tool, args, meta=meta)
+            finally:
+                tasks.status_callback.reset(reset)
+
+        return op
+
+    @classmethod
+    def _task_op(cls, conn: ServerConnection, tool: str, args: dict[str, Any]) -> Any:
         """The request that runs ``tool`` as a task, its status changes reported as the call's progress."""
         if not server_runs_tool_tasks(conn.capabilities):
             raise ToolError(
@@ -517,29 +551,22 @@ class MCPClient:
             )
 
         async def op(client: Any, meta: dict[str, Any]) -> Any:
-            route = conn.progress_routes.get(meta["progressToken"])
-            steps = 0
-
-            async def on_status(state: Any) -> None:
-                nonlocal steps
-                steps += 1
-                detail = f": {state.status_message}" if state.status_message else ""
-                _log.debug("task status", server=conn.name, task=state.task_id, status=state.status)
-                if route is not None:
-                    await route(steps, None, f"task {state.task_id} {state.status}{detail}")
-
+            on_status = cls._status_reporter(conn, meta["progressToken"])
             return await call_as_task(client, tool, args, meta=meta, on_status=on_status)
 
         return op
 
-    async def get_task(self, server: str, task_id: str) -> types.GetTaskResult:
-        """Poll a task on ``server`` (``tasks/get``): its status and status message."""
+    async def get_task(self, server: str, task_id: str) -> Any:
+        """Poll a task on ``server`` (``tasks/get``): ``task_id``, ``status``, ``status_message``.
+
+        On 2026-07-28 the answer also inlines the ``result``, ``error`` or ``input_requests``.
+        """
         return await self._conn(server).request(
             f"tasks/get {task_id}", lambda client, meta: tasks.get(client, task_id)
         )
 
-    async def cancel_task(self, server: str, task_id: str) -> types.CancelTaskResult:
-        """Ask ``server`` to cancel a task (``tasks/cancel``); the task's state after it."""
+    async def cancel_task(self, server: str, task_id: str) -> Any:
+        """Ask ``server`` to cancel a task (``tasks/cancel``); 2025-11-25 answers with its state."""
         return await self._conn(server).request(
             f"tasks/cancel {task_id}", lambda client, meta: tasks.cancel(client, task_id)
         )

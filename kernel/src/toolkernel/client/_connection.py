@@ -380,6 +380,7 @@ class ServerConnection:
         from mcp.client.extension import advertise
 
         from toolkernel.client._skills import SKILLS_EXTENSION
+        from toolkernel.client._tasks import extension as tasks_extension
 
         owner = self.owner
         return Client(
@@ -392,7 +393,7 @@ class ServerConnection:
             logging_callback=self._logging,
             message_handler=self._on_message,
             client_info=owner._client_info,
-            extensions=[advertise(SKILLS_EXTENSION)],
+            extensions=[advertise(SKILLS_EXTENSION), tasks_extension()],
             cache=None,
         )
 

@@ -13,6 +13,8 @@ times out sends ``tasks/cancel``, so the server stops the work too.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +29,8 @@ _MIN_POLL_S = 0.1
 _DEFAULT_POLL_S = 1.0
 _CANCEL_GRACE_S = 5.0
 
-StatusCallback = Callable[["types.Task"], Awaitable[None]]
+StatusCallback = Callable[[Any], Awaitable[None]]
+"""Called with each new state of a task (``task_id``, ``status``, ``status_message``)."""
 
 
 def task_support(tool: types.Tool | None) -> str:
@@ -68,20 +71,32 @@ async def _create(client: Client, tool: str, arguments: dict[str, Any], ttl_ms: 
     return types.CreateTaskResult.model_validate(raw, by_name=False).task
 
 
-async def get(client: Client, task_id: str) -> types.GetTaskResult:
-    """``tasks/get``: the task's current state."""
+def _modern(client: Client) -> bool:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def get(client: Client, task_id: str) -> Any:
+    """``tasks/get``: the task's current state (``task_id``, ``status``, ``status_message``, ...).
+
+    A 2025-11-25 ``GetTaskResult``; on 2026-07-28 a detailed task that also inlines the
+    ``result``, the ``error`` or the open ``input_requests``.
+    """
     import mcp_types as types
 
     request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, types.GetTaskResult)
+    answer: type[Any] = _v2_types()[0] if _modern(client) else types.GetTaskResult
+    return await client.session.send_request(request, answer)
 
 
-async def cancel(client: Client, task_id: str) -> types.CancelTaskResult:
-    """``tasks/cancel``: ask the server to stop the task."""
+async def cancel(client: Client, task_id: str) -> Any:
+    """``tasks/cancel``: ask the server to stop the task (2026-07-28 answers with an empty ack)."""
     import mcp_types as types
 
     request = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id))
-    return await client.session.send_request(request, types.CancelTaskResult)
+    answer: type[Any] = _v2_types()[2] if _modern(client) else types.CancelTaskResult
+    return await client.session.send_request(request, answer)
 
 
 async def call_as_task(
@@ -125,4 +140,138 @@ async def call_as_task(
         # The task may have ended already: the original error is what matters.
         with anyio.move_on_after(_CANCEL_GRACE_S, shield=True), contextlib.suppress(Exception):
             await cancel(client, task.task_id)
+        raise
+
+
+# -- 2026-07-28: the io.modelcontextprotocol/tasks extension (SEP-2663) ------------------------
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The extension identifier the client advertises under ``capabilities.extensions``."""
+
+status_callback: contextvars.ContextVar[StatusCallback | None] = contextvars.ContextVar(
+    "toolkernel_task_status", default=None
+)
+"""Where the task a ``tools/call`` turns into reports its statuses (set around each call)."""
+
+
+@functools.cache
+def extension() -> Any:
+    """A client extension that resolves a ``tools/call`` answered with ``resultType: "task"``.
+
+    The SDK hands the created task to :func:`_resolve_v2`, which polls ``tasks/get``,
+    answers ``inputRequests`` with the client's own callbacks (``tasks/update``), and
+    returns the result the server inlines once the task completes.
+    """
+    from typing import Literal
+
+    import mcp_types as types
+    from mcp.client.extension import ClientExtension, ResultClaim
+    from pydantic import ConfigDict
+
+    class CreatedTask(types.Result):
+        model_config = ConfigDict(extra="allow")
+        result_type: Literal["task"]
+        task_id: str
+        status: str
+        status_message: str | None = None
+        poll_interval_ms: int | None = None
+
+    class TasksExtension(ClientExtension):
+        identifier = TASKS_EXTENSION
+
+        def claims(self) -> Any:
+            return [ResultClaim(result_type="task", model=CreatedTask, resolve=_resolve_v2)]
+
+    return TasksExtension()
+
+
+@functools.cache
+def _v2_types() -> tuple[type[Any], type[Any], type[Any]]:
+    """``tasks/get`` answer, ``tasks/update`` request and the empty ack, as models the SDK can send."""
+    from typing import Literal
+
+    import mcp_types as types
+    from pydantic import ConfigDict
+
+    class DetailedTask(types.Result):
+        model_config = ConfigDict(extra="allow")
+        task_id: str
+        status: str
+        status_message: str | None = None
+        poll_interval_ms: int | None = None
+        result: dict[str, Any] | None = None
+        error: dict[str, Any] | None = None
+        input_requests: types.InputRequests | None = None
+
+    class UpdateParams(types.RequestParams):
+        task_id: str
+        input_responses: dict[str, Any]
+
+    class UpdateTaskRequest(types.Request[UpdateParams, Literal["tasks/update"]]):
+        method: Literal["tasks/update"] = "tasks/update"
+        params: UpdateParams
+
+    class Ack(types.Result):
+        model_config = ConfigDict(extra="allow")
+
+    return DetailedTask, UpdateTaskRequest, Ack
+
+
+async def _resolve_v2(created: Any, ctx: Any) -> types.CallToolResult:
+    """Poll the task to its end, answering its questions; cancelled, cancel it on the server."""
+    import mcp_types as types
+    from mcp.client.context import ClientRequestContext
+    from mcp.shared.exceptions import MCPError
+
+    detailed_type, update_type, ack = _v2_types()
+    session = ctx.session
+    report = status_callback.get()
+    task_id: str = created.task_id
+    current: Any = created
+    if report is not None:
+        await report(created)
+    answered: set[str] = set()
+    try:
+        while True:
+            if current.status == "input_required" and getattr(current, "input_requests", None):
+                pending = {k: v for k, v in current.input_requests.items() if k not in answered}
+                if pending:
+                    answers = {}
+                    for key, request in pending.items():
+                        context = ClientRequestContext(session=session, request_id=key, meta=None)
+                        answer = await session.dispatch_input_request(context, request)
+                        if isinstance(answer, types.ErrorData):
+                            raise MCPError.from_error_data(answer)
+                        answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+                    params = {"taskId": task_id, "inputResponses": answers}
+                    await session.send_request(update_type(params=params), ack)
+                    answered |= set(pending)
+            if current.status == "completed":
+                if current.result is None:
+                    raise MCPError(
+                        code=types.INTERNAL_ERROR, message=f"task {task_id} completed with no result"
+                    )
+                return types.CallToolResult.model_validate(current.result, by_name=False)
+            if current.status == "failed":
+                error = current.error or {"code": types.INTERNAL_ERROR, "message": f"task {task_id} failed"}
+                raise MCPError.from_error_data(types.ErrorData.model_validate(error))
+            if current.status == "cancelled":
+                raise MCPError(
+                    code=types.INTERNAL_ERROR, message=f"task {task_id} was cancelled on the server"
+                )
+            interval = (current.poll_interval_ms or 0) / 1000 or _DEFAULT_POLL_S
+            await anyio.sleep(max(_MIN_POLL_S, interval))
+            get_request = types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id))
+            latest = await session.send_request(get_request, detailed_type)
+            if report is not None and (latest.status, latest.status_message) != (
+                current.status,
+                current.status_message,
+            ):
+                await report(latest)
+            current = latest
+    except BaseException:
+        if current.status not in TERMINAL:
+            cancel_request = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id))
+            with anyio.move_on_after(_CANCEL_GRACE_S, shield=True), contextlib.suppress(Exception):
+                await session.send_request(cancel_request, ack)
         raise
