@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 _LIVE: set[str] = set()
 """Store keys of the clients running in this process (a second one with the same key is an error)."""
 _CLOSE_GRACE_S = 10.0
+PROMPT_VERSION_META = "toolkernel/version"
+"""The request ``_meta`` key that selects a prompt version on toolkernel servers."""
+PROMPT_VERSIONS_META = "toolkernel/versions"
+"""The listed prompt's ``_meta`` key with every version the server has."""
 
 SamplingHandler = Callable[[str, "types.CreateMessageRequestParams"], Any]
 """``async (server, params) -> CreateMessageResult``."""
@@ -660,15 +664,32 @@ class MCPClient:
         name: str,
         arguments: Mapping[str, str] | None = None,
         *,
+        version: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
     ) -> types.GetPromptResult:
-        """Prompt ``name`` from ``server``, filled in with ``arguments``."""
+        """Prompt ``name`` from ``server``, filled in with ``arguments``.
+
+        :param version: one of the prompt's versions (:meth:`prompt_versions`); the server's
+            default when ``None``. Sent as ``_meta["toolkernel/version"]``, which toolkernel
+            servers honour.
+        """
         args = dict(arguments) if arguments is not None else None
-        return await self._conn(server).request(
-            f"prompts/get {name}",
-            lambda client, meta: client.get_prompt(name, args, meta=meta),  # type: ignore[arg-type]
-            timeout=timeout,
-        )
+
+        async def op(client: Any, meta: dict[str, Any]) -> Any:
+            if version is not None:
+                meta = {**meta, PROMPT_VERSION_META: version}
+            return await client.get_prompt(name, args, meta=meta)
+
+        return await self._conn(server).request(f"prompts/get {name}", op, timeout=timeout)
+
+    async def prompt_versions(self, server: str, name: str) -> list[str]:
+        """The versions ``server`` lists for prompt ``name`` (``_meta["toolkernel/versions"]``); [] if one."""
+        prompts = (await self.list_prompts()).get(server, [])
+        listed = next((p for p in prompts if p.name == name), None)
+        if listed is None:
+            raise MCPClientError(server, f"no prompt named {name!r}")
+        versions = (listed.meta or {}).get(PROMPT_VERSIONS_META) or []
+        return [str(v) for v in versions]
 
     async def complete(
         self,

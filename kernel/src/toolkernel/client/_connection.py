@@ -41,6 +41,7 @@ T = TypeVar("T")
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 
 _PAGE_CAP = 100
+"""Pages of one list the client follows before it stops (a guard against a server that never ends)."""
 
 
 class _LazyLogger:
@@ -750,12 +751,18 @@ async def paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
     """Every item of a paginated list: ``fetch(cursor=...)`` again while a ``nextCursor`` comes back."""
     items: list[Any] = []
     cursor: str | None = None
+    seen: set[str] = set()
     for _ in range(_PAGE_CAP):
         page = await fetch(cursor=cursor)
         items.extend(getattr(page, attr))
         cursor = page.next_cursor
         if not cursor:
-            break
+            return items
+        if cursor in seen:
+            _log.warning("a list repeated its nextCursor; stopped there", list=attr, cursor=cursor)
+            return items
+        seen.add(cursor)
+    _log.warning("a list had more pages than the client follows; stopped", list=attr, pages=_PAGE_CAP)
     return items
 
 
