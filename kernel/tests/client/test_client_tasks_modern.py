@@ -120,6 +120,7 @@ async def test_a_task_that_asks_a_question_completes(client: MCPClient, server: 
         server, "paint", {"rooms": 3}, on_progress=lambda done, total, message: seen.append(message or "")
     )
     assert out.text == "3 rooms painted blue"
+    # The task waits for the answer, so the poll that sees input_required cannot be skipped.
     statuses = [m.split()[2].rstrip(":") for m in seen]
     assert statuses[0] == "working"
     assert "input_required" in statuses
