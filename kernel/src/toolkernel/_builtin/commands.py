@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 def register_commands(registry: CommandRegistry) -> None:
     """Register the commands every installation has."""
     registry.add("serve", _serve_args, _serve, help="Serve an MCPServer (path/file.py:attr or module:attr).")
+    registry.add("plugins", _plugins_args, _plugins, help="List plugins without importing their backends.")
+    registry.add(
+        "inspect", _inspect_args, _inspect, help="Show a server's info, tools, resources and prompts."
+    )
+    registry.add("call", _call_args, _call, help="Call one tool on a server and print the result.")
+    registry.add("version", lambda p: None, _version, help="Print the toolkernel version.")
     registry.add(
         "dev",
         devserver.dev_args,
@@ -28,12 +34,6 @@ def register_commands(registry: CommandRegistry) -> None:
     registry.add(
         "list", devserver.list_args, devserver.list_, help="List what a server offers, without serving it."
     )
-    registry.add("plugins", _plugins_args, _plugins, help="List plugins without importing their backends.")
-    registry.add(
-        "inspect", _inspect_args, _inspect, help="Show a server's info, tools, resources and prompts."
-    )
-    registry.add("call", _call_args, _call, help="Call one tool on a server and print the result.")
-    registry.add("version", lambda p: None, _version, help="Print the toolkernel version.")
 
 
 # -- serve ------------------------------------------------------------------------------------
