@@ -31,8 +31,8 @@ from toolkernel.context import InputRequired, ToolContext, encode_state
 from toolkernel.errors import ProtocolError, missing_capability
 from toolkernel.events import SessionEvent
 from toolkernel.resources import call_maybe_async
-from toolkernel.wire import answering
 from toolkernel.tasks import TASKS_EXTENSION, TaskHandle, TaskRecord, TaskRunner
+from toolkernel.wire import answering
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, ServerRequestContext

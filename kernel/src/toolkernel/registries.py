@@ -22,9 +22,8 @@ from toolkernel.errors import RegistrationError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from toolkernel.auth import AuthProviderFactory
-    from toolkernel.chunkers import ChunkerFactory
     from toolkernel.auth import AuthProviderFactory, ClientAuthFactory
+    from toolkernel.chunkers import ChunkerFactory
     from toolkernel.embedders import EmbedderFactory
     from toolkernel.entities import EntityExtractorFactory
     from toolkernel.knowledge import KBExtensionFactory
