@@ -20,8 +20,12 @@ from toolkernel._loading import LoadPolicy, PluginInfo, describe_entry_point, di
 from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
 from toolkernel.registries import (
     AuthProviderRegistry,
+    ChunkerRegistry,
+    ClientAuthRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
+    EntityExtractorRegistry,
+    KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
     Registry,
@@ -39,8 +43,10 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from toolkernel.auth import AuthProvider
+    from toolkernel.chunkers import Chunker
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
+    from toolkernel.entities import EntityExtractor
     from toolkernel.rerankers import Reranker
     from toolkernel.server import MCPServer
     from toolkernel.transports import (
@@ -281,6 +287,11 @@ class Kernel:
         return self._collect("register_auth_providers", AuthProviderRegistry(self._origin_of))
 
     @cached_property
+    def client_auth(self) -> ClientAuthRegistry:
+        """Client auth factories by ``auth.type`` (``oauth`` with toolkernel-oauth)."""
+        return self._collect("register_client_auth", ClientAuthRegistry(self._origin_of))
+
+    @cached_property
     def vector_stores(self) -> VectorStoreRegistry:
         """Vector store factories by name."""
         return self._collect("register_vector_stores", VectorStoreRegistry(self._origin_of))
@@ -294,6 +305,21 @@ class Kernel:
     def rerankers(self) -> RerankerRegistry:
         """Reranker factories by name."""
         return self._collect("register_rerankers", RerankerRegistry(self._origin_of))
+
+    @cached_property
+    def chunkers(self) -> ChunkerRegistry:
+        """Chunker factories by name."""
+        return self._collect("register_chunkers", ChunkerRegistry(self._origin_of))
+
+    @cached_property
+    def kb_extensions(self) -> KBExtensionRegistry:
+        """Knowledge-base extension factories by name."""
+        return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
+
+    @cached_property
+    def entity_extractors(self) -> EntityExtractorRegistry:
+        """Entity extractor factories by name."""
+        return self._collect("register_entity_extractors", EntityExtractorRegistry(self._origin_of))
 
     @cached_property
     def tools(self) -> ToolRegistry:
@@ -363,6 +389,7 @@ class Kernel:
             self.vector_stores,
             self.embedders,
             self.rerankers,
+            self.chunkers,
         ]
 
     # -- typed access to what plugins provide -----------------------------------------------
@@ -444,6 +471,17 @@ class Kernel:
                 )
             return factory(None)
         return factory(self._factory_settings(self.auth_providers, name, options))
+
+    def chunker(self, name: str, **options: Any) -> Chunker:
+        """A chunker from the factory registered as ``name`` (settings as for :meth:`vector_store`)."""
+        factory = self.chunkers.get(name)
+        if self.chunkers.settings_of(name) is None:
+            return factory(**options)
+        return factory(self._factory_settings(self.chunkers, name, options))
+
+    def entity_extractor(self, name: str, **options: Any) -> EntityExtractor:
+        """An entity extractor from the factory registered as ``name``."""
+        return self.entity_extractors.get(name)(**options)
 
     def client_transport(
         self,
@@ -538,6 +576,9 @@ class Kernel:
 
             # Serving usually ends by cancellation: shield the hooks, or async ones never run.
             with anyio.CancelScope(shield=True):
+                tasks = getattr(app, "tasks", None)
+                if tasks is not None:
+                    await tasks.aclose()  # tools still running as tasks stop with the server
                 await self.emit("on_server_stop", server=server)
 
 
@@ -545,9 +586,13 @@ _REGISTRY_ATTRS = (
     "server_transports",
     "client_transports",
     "auth_providers",
+    "client_auth",
     "vector_stores",
     "embedders",
     "rerankers",
+    "chunkers",
+    "kb_extensions",
+    "entity_extractors",
     "tools",
     "resources",
     "prompts",

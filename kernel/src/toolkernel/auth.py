@@ -11,6 +11,7 @@ __all__ = [
     "AuthInfo",
     "AuthProvider",
     "AuthProviderFactory",
+    "ClientAuthFactory",
 ]
 
 
@@ -34,3 +35,6 @@ class AuthProvider(Protocol):
 
 AuthProviderFactory = Callable[[Any], AuthProvider]
 """``factory(settings)``: the plugin's validated settings model, or ``None`` when registered without."""
+
+ClientAuthFactory = Callable[[str, Mapping[str, Any]], Any]
+"""``factory(url, settings)`` → an ``httpx2.Auth`` authorizing a client's requests to ``url``."""

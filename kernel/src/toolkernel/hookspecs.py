@@ -25,8 +25,12 @@ if TYPE_CHECKING:
     from toolkernel.events import SessionEvent, ToolEvent
     from toolkernel.registries import (
         AuthProviderRegistry,
+        ChunkerRegistry,
+        ClientAuthRegistry,
         ClientTransportRegistry,
         EmbedderRegistry,
+        EntityExtractorRegistry,
+        KBExtensionRegistry,
         MiddlewareRegistry,
         PromptRegistry,
         RerankerRegistry,
@@ -123,6 +127,21 @@ def register_auth_providers(registry: AuthProviderRegistry) -> None:
     """
 
 
+@_spec
+def register_client_auth(registry: ClientAuthRegistry) -> None:
+    """Add client auth kinds: how an ``MCPClient`` authorizes to a URL server.
+
+    :param registry: ``registry.add(type, factory)``; ``factory(url, settings)`` takes the
+        server's URL and its ``auth`` table (``{"type": type, ...}``, the rest validated by the
+        factory) and returns an ``httpx2.Auth`` that the HTTP client transport uses for every
+        request to that server.
+
+    Example: ``docs/examples/hooks/register_client_auth.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
 # ---------------------------------------------------------------------------
 # Retrieval backends
 # ---------------------------------------------------------------------------
@@ -169,6 +188,51 @@ def register_rerankers(registry: RerankerRegistry) -> None:
     Example: ``docs/examples/hooks/register_rerankers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_chunkers(registry: ChunkerRegistry) -> None:
+    """Add chunkers: objects that split a document's text into passages to embed.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.chunkers.Chunker`. Options a chunker does not know must raise,
+        naming them. A knowledge base records the chunker's ``describe()`` in its manifest.
+
+    Example: ``docs/examples/hooks/register_chunkers.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_kb_extensions(registry: KBExtensionRegistry) -> None:
+    """Add knowledge-base extensions: indexes fed by ingestion that add ``search`` modes and tools.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(context)`` takes a
+        :class:`~toolkernel.knowledge.KBContext` and returns a
+        :class:`~toolkernel.knowledge.KBExtension`. ``name`` (lowercase, digits, ``-``)
+        names the extension's directory inside the knowledge base and the
+        ``toolkernel kb ingest --no-<name>`` flag that leaves it out of a run.
+
+    Example: ``docs/examples/hooks/register_kb_extensions.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_entity_extractors(registry: EntityExtractorRegistry) -> None:
+    """Add entity extractors: objects that find the names of things in passages.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.entities.EntityExtractor`. A knowledge graph (toolkernel-graphrag)
+        links chunks that mention the same entity; it picks its extractor by name and
+        normalises what the extractor returns (case, plurals, aliases) itself.
+
+    Example: ``docs/examples/hooks/register_entity_extractors.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
     """
 
 
@@ -390,8 +454,9 @@ def register_commands(registry: CommandRegistry) -> None:
     """Add sub-commands to the ``toolkernel`` command line.
 
     :param registry: ``registry.add(name, configure, run, help=...)``; ``configure`` adds
-        arguments to an :class:`argparse.ArgumentParser`, ``run(args, kernel)`` returns
-        an exit code (or an awaitable of one).
+        arguments to an :class:`argparse.ArgumentParser` (with ``pass_kernel=True`` it
+        also receives the kernel), ``run(args, kernel)`` returns an exit code (or an
+        awaitable of one).
 
     Example: ``docs/examples/hooks/register_commands.py`` (run by ``tests/test_docs.py``).
 

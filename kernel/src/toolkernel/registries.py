@@ -22,8 +22,11 @@ from toolkernel.errors import RegistrationError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from toolkernel.auth import AuthProviderFactory
+    from toolkernel.auth import AuthProviderFactory, ClientAuthFactory
+    from toolkernel.chunkers import ChunkerFactory
     from toolkernel.embedders import EmbedderFactory
+    from toolkernel.entities import EntityExtractorFactory
+    from toolkernel.knowledge import KBExtensionFactory
     from toolkernel.middleware import ToolMiddleware
     from toolkernel.prompts import Prompt
     from toolkernel.rerankers import RerankerFactory
@@ -209,6 +212,15 @@ class AuthProviderRegistry(Registry["AuthProviderFactory"]):
         self._add(name, factory, settings)
 
 
+class ClientAuthRegistry(Registry["ClientAuthFactory"]):
+    kind = "client auth"
+
+    def add(self, name: str, factory: ClientAuthFactory) -> None:
+        """Register ``factory(url, settings) -> httpx2.Auth`` for configs whose ``auth.type`` is ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
 class VectorStoreRegistry(Registry["VectorStoreFactory"]):
     kind = "vector store"
 
@@ -248,6 +260,33 @@ class RerankerRegistry(Registry["RerankerFactory"]):
         """
         _require_callable(self.kind, name, factory)
         self._add(name, factory, settings)
+
+
+class ChunkerRegistry(Registry["ChunkerFactory"]):
+    kind = "chunker"
+
+    def add(self, name: str, factory: ChunkerFactory, *, settings: str | None = None) -> None:
+        """Register ``factory(**options) -> Chunker`` under ``name``.
+
+        With ``settings``, the factory is called ``factory(settings_model)``, the model
+        validated from ``[plugins.<settings>]`` with the call's options overriding it.
+        """
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory, settings)
+
+
+class KBExtensionRegistry(Registry["KBExtensionFactory"]):
+    kind = "knowledge-base extension"
+
+    def add(self, name: str, factory: KBExtensionFactory) -> None:
+        """Register ``factory(context) -> KBExtension`` under ``name`` (also its ``--no-<name>`` flag)."""
+        _require_callable(self.kind, name, factory)
+        if not re.match(r"^[a-z][a-z0-9-]*$", name):
+            raise RegistrationError(
+                f"knowledge-base extension name {name!r}: use lowercase letters, digits and '-' "
+                "(it names a directory and a command-line flag)"
+            )
+        self._add(name, factory)
 
 
 class ToolRegistry(Registry["Tool"]):
@@ -315,6 +354,15 @@ class MiddlewareRegistry(Registry["ToolMiddleware"]):
         label: str = name or getattr(middleware, "__qualname__", None) or type(middleware).__qualname__
         _require_callable(self.kind, label, middleware)
         self._add(label.replace("<", "").replace(">", ""), middleware)
+
+
+class EntityExtractorRegistry(Registry["EntityExtractorFactory"]):
+    kind = "entity extractor"
+
+    def add(self, name: str, factory: EntityExtractorFactory) -> None:
+        """Register ``factory(**options) -> EntityExtractor`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
 
 
 class SettingsRegistry(Registry["type[BaseModel]"]):

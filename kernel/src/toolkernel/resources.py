@@ -36,6 +36,8 @@ class Resource:
     mime_type: str | None = None
     title: str | None = None
     meta: dict[str, Any] | None = None
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and read it (enforced when the server has auth on)."""
 
     def __post_init__(self) -> None:
         if "://" not in self.uri and not self.uri.startswith(("urn:", "data:")):
@@ -59,6 +61,8 @@ class ResourceTemplate:
     title: str | None = None
     complete: Mapping[str, Completer] = field(default_factory=dict)
     meta: dict[str, Any] | None = None
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and read it (enforced when the server has auth on)."""
     _pattern: re.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

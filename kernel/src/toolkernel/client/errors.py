@@ -24,6 +24,17 @@ REQUEST_CANCELLED = -32800
 """The code of an :class:`MCPClientError` for a request cancelled through :meth:`MCPClient.cancel`."""
 
 
+class RequestTimeout(MCPClientError):
+    """A request (or, for the command line, the whole command) ran out of time; exit status 4."""
+
+    exit_code = 4
+
+
+class ProtocolError(MCPClientError):
+    """The server broke the protocol (not JSON-RPC, an answer to a request never sent, an error
+    for no request, a message over the size limit); its connection was dropped at once."""
+
+
 class ToolError(MCPClientError):
     """A tool call ended in an error: the tool reported one (``output`` holds it) or the name is unknown."""
 
