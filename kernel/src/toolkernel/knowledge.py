@@ -33,6 +33,19 @@ if TYPE_CHECKING:
     from toolkernel.vectors import Metadata
 
 
+__all__ = [
+    "ChunkRecord",
+    "DocumentChunks",
+    "IngestBatch",
+    "KBContext",
+    "KBExtension",
+    "KBExtensionFactory",
+    "RetrievalRequest",
+    "ScoredChunk",
+    "SeedSource",
+]
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:
     """One stored chunk, as a knowledge base keeps it.
