@@ -79,7 +79,7 @@ class GraphExtension:
             try:
                 self._graph = ChunkGraph.load(directory, self.settings)
             except GraphStateError:
-                if (directory / "graph.json").exists():
+                if (directory / "graph.npz").exists():
                     raise
                 self._graph = ChunkGraph(self.settings)
             self._walker = GraphWalker(self._graph, self.walk)
