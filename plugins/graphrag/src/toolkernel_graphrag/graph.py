@@ -407,7 +407,7 @@ class ChunkGraph:
             top = np.argpartition(-raw, near - 1, axis=1)[:, :near] if near < raw.shape[1] else np.tile(
                 np.arange(raw.shape[1]), (len(part), 1)
             )
-            sims = np.round(np.take_along_axis(raw, top, axis=1).astype(np.float64), SIMILARITY_DECIMALS)
+            sims: FloatArray = np.take_along_axis(raw, top, axis=1).astype(np.float64).round(SIMILARITY_DECIMALS)
             self._store_best(part, columns[top], sims, rank)
 
     def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:
