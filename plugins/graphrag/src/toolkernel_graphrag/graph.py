@@ -270,7 +270,9 @@ class ChunkGraph:
         self._pair_entity = np.concatenate(
             [self._pair_entity, *(np.asarray(e, dtype=np.int64) for _, e in self._pending)]
         )
-        self._pair_alive = np.concatenate([self._pair_alive, np.ones(start - len(self._pair_alive), dtype=bool)])
+        self._pair_alive = np.concatenate(
+            [self._pair_alive, np.ones(start - len(self._pair_alive), dtype=bool)]
+        )
         self._pending.clear()
         if self._pair_alive.size and self._pair_alive.mean() < 0.5:
             self._compact_pairs()
@@ -404,10 +406,14 @@ class ChunkGraph:
             # top k: take the widest such set of any row, then order exactly.
             kth = np.partition(raw, raw.shape[1] - width, axis=1)[:, raw.shape[1] - width]
             near = int((raw >= (kth - 2 * 10.0**-SIMILARITY_DECIMALS)[:, None]).sum(axis=1).max())
-            top = np.argpartition(-raw, near - 1, axis=1)[:, :near] if near < raw.shape[1] else np.tile(
-                np.arange(raw.shape[1]), (len(part), 1)
+            top = (
+                np.argpartition(-raw, near - 1, axis=1)[:, :near]
+                if near < raw.shape[1]
+                else np.tile(np.arange(raw.shape[1]), (len(part), 1))
             )
-            sims: FloatArray = np.take_along_axis(raw, top, axis=1).astype(np.float64).round(SIMILARITY_DECIMALS)
+            sims: FloatArray = (
+                np.take_along_axis(raw, top, axis=1).astype(np.float64).round(SIMILARITY_DECIMALS)
+            )
             self._store_best(part, columns[top], sims, rank)
 
     def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:

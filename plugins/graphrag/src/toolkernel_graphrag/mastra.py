@@ -58,7 +58,9 @@ def similarity_graph(vectors: Vectors, threshold: float, block: int = 1024) -> s
         cols.append(c + start)
         weights.append(sims[r, c].astype(np.float64))
     r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
-    return sp.csr_array((np.concatenate([w, w]), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n))
+    return sp.csr_array(
+        (np.concatenate([w, w]), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n)
+    )
 
 
 def _walk(
