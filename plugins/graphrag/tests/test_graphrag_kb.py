@@ -19,7 +19,8 @@ from toolkernel_rag import KBServerOptions, KnowledgeBase, ingest, kb_server
 from toolkernel_rag import plugin as rag
 
 PAGES = {
-    "kiss.md": "# Kiss and Tell\n\nKiss and Tell is a 1945 comedy film starring Shirley Temple as Corliss Archer.\n",
+    "kiss.md": "# Kiss and Tell\n\nKiss and Tell is a 1945 comedy film starring Shirley Temple "
+    "as Corliss Archer.\n",
     "temple.md": "# Shirley Temple\n\nShirley Temple Black was an actress who later served as "
     "United States Ambassador to Ghana and to Czechoslovakia.\n",
     "ghana.md": "# Ghana\n\nGhana is a country in West Africa. See [the film](kiss.md).\n",
@@ -97,7 +98,9 @@ async def test_edits_and_deletions_rank_like_a_fresh_ingest(tmp_path):
     ) as kb:
         await ingest(kb, [str(docs)])
         (docs / "bananas.md").unlink()
-        (docs / "ghana.md").write_text("# Ghana\n\nGhana's capital is Accra; Shirley Temple was ambassador.\n")
+        (docs / "ghana.md").write_text(
+            "# Ghana\n\nGhana's capital is Accra; Shirley Temple was ambassador.\n"
+        )
         await ingest(kb, [str(docs)])
     fresh = str(tmp_path / "fresh")
     async with await KnowledgeBase.open(
