@@ -111,3 +111,18 @@ async def test_edits_and_deletions_rank_like_a_fresh_ingest(tmp_path):
         arguments = {"query": query, "mode": "graph"}
         assert await search(updated, arguments) == await search(fresh, arguments)
     assert "bananas.md" not in await search(updated, {"query": "bananas", "mode": "graph"})
+
+
+@pytest.mark.anyio
+async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so(tmp_path):
+    docs = write_pages(tmp_path)
+    where = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256", extensions=False
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
+        async with connect_in_memory(kb_server(kb)) as client:
+            result = await client.call_tool("search", {"query": QUESTION, "mode": "graph"})
+    assert result.is_error
+    assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text

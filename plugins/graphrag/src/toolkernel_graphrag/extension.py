@@ -150,8 +150,13 @@ class GraphExtension:
         if mode != "graph":
             raise ValueError(f"toolkernel-graphrag answers modes graph and mastra, not {mode!r}")
         seeds = await request.seeds(self.walk.seeds)
-        [surfaces] = await self.extractor.extract([request.query])
         graph = self.graph
+        if seeds and not len(graph):
+            raise GraphStateError(
+                f"the graph of knowledge base {self.context.name!r} is empty while it holds documents: "
+                "re-ingest them with toolkernel-graphrag installed (toolkernel kb ingest without --no-graph)"
+            )
+        [surfaces] = await self.extractor.extract([request.query])
         entities = [graph.key(s) for s in surfaces]
         allowed = self._allowed(request.filter)
         ranked = self.walker.rank([s.id for s in seeds], entities, allowed, request.top_k)
