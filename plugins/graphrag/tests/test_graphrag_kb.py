@@ -121,8 +121,10 @@ async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so
         where, kernel=kernel(), create=True, embedder="local/wordllama-256", extensions=False
     ) as kb:
         await ingest(kb, [str(docs)])
-    async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
-        async with connect_in_memory(kb_server(kb)) as client:
-            result = await client.call_tool("search", {"query": QUESTION, "mode": "graph"})
+    async with (
+        await KnowledgeBase.open(where, kernel=kernel()) as kb,
+        connect_in_memory(kb_server(kb)) as client,
+    ):
+        result = await client.call_tool("search", {"query": QUESTION, "mode": "graph"})
     assert result.is_error
     assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text
