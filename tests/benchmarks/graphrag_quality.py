@@ -148,10 +148,13 @@ def main() -> None:
         anyio.run(rebuild_graph, args.kb)
 
     def save(results: dict[str, Any]) -> None:
+        """Write the modes measured so far over those of an earlier run (a run may measure a few modes)."""
         RESULTS.mkdir(parents=True, exist_ok=True)
         path = RESULTS / f"graphrag_quality_{args.data}.json"
+        modes = json.loads(path.read_text())["modes"] if path.exists() else {}
+        modes.update(results)
         path.write_text(
-            json.dumps({"data": args.data, "chunks_per_call": CHUNKS, "modes": results}, indent=2) + "\n"
+            json.dumps({"data": args.data, "chunks_per_call": CHUNKS, "modes": modes}, indent=2) + "\n"
         )
 
     anyio.run(run, data, args.kb, args.modes.split(","), args.limit, None if args.limit else save)
