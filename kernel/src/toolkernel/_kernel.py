@@ -43,9 +43,9 @@ if TYPE_CHECKING:
 
     from toolkernel.auth import AuthProvider
     from toolkernel.chunkers import Chunker
-    from toolkernel.entities import EntityExtractor
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
+    from toolkernel.entities import EntityExtractor
     from toolkernel.rerankers import Reranker
     from toolkernel.server import MCPServer
     from toolkernel.transports import (
