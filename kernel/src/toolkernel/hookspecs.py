@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from toolkernel.registries import (
         AuthProviderRegistry,
         ChunkerRegistry,
+        ClientAuthRegistry,
         ClientTransportRegistry,
         EmbedderRegistry,
         EntityExtractorRegistry,
@@ -40,6 +41,30 @@ if TYPE_CHECKING:
         VectorStoreRegistry,
     )
     from toolkernel.server import MCPServer
+
+__all__ = [
+    "on_server_start",
+    "on_server_stop",
+    "on_session_start",
+    "on_session_stop",
+    "on_tool_error",
+    "on_tool_input_available",
+    "on_tool_input_delta",
+    "on_tool_input_start",
+    "on_tool_output",
+    "register_auth_providers",
+    "register_client_transports",
+    "register_commands",
+    "register_embedders",
+    "register_prompts",
+    "register_rerankers",
+    "register_resources",
+    "register_server_transports",
+    "register_settings",
+    "register_tool_middleware",
+    "register_tools",
+    "register_vector_stores",
+]
 
 _spec = pluggy.HookspecMarker("toolkernel")
 
@@ -97,6 +122,21 @@ def register_auth_providers(registry: AuthProviderRegistry) -> None:
     Example: ``docs/examples/hooks/register_auth_providers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_client_auth(registry: ClientAuthRegistry) -> None:
+    """Add client auth kinds: how an ``MCPClient`` authorizes to a URL server.
+
+    :param registry: ``registry.add(type, factory)``; ``factory(url, settings)`` takes the
+        server's URL and its ``auth`` table (``{"type": type, ...}``, the rest validated by the
+        factory) and returns an ``httpx2.Auth`` that the HTTP client transport uses for every
+        request to that server.
+
+    Example: ``docs/examples/hooks/register_client_auth.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
     """
 
 
@@ -412,8 +452,9 @@ def register_commands(registry: CommandRegistry) -> None:
     """Add sub-commands to the ``toolkernel`` command line.
 
     :param registry: ``registry.add(name, configure, run, help=...)``; ``configure`` adds
-        arguments to an :class:`argparse.ArgumentParser`, ``run(args, kernel)`` returns
-        an exit code (or an awaitable of one).
+        arguments to an :class:`argparse.ArgumentParser` (with ``pass_kernel=True`` it
+        also receives the kernel), ``run(args, kernel)`` returns an exit code (or an
+        awaitable of one).
 
     Example: ``docs/examples/hooks/register_commands.py`` (run by ``tests/test_docs.py``).
 

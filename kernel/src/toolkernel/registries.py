@@ -22,7 +22,7 @@ from toolkernel.errors import RegistrationError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from toolkernel.auth import AuthProviderFactory
+    from toolkernel.auth import AuthProviderFactory, ClientAuthFactory
     from toolkernel.chunkers import ChunkerFactory
     from toolkernel.embedders import EmbedderFactory
     from toolkernel.entities import EntityExtractorFactory
@@ -34,6 +34,24 @@ if TYPE_CHECKING:
     from toolkernel.tools import Tool
     from toolkernel.transports import ClientTransportFactory, ServerTransportFactory
     from toolkernel.vectors import VectorStoreFactory
+
+__all__ = [
+    "AuthProviderRegistry",
+    "ClientTransportRegistry",
+    "ClientTransportSpec",
+    "EmbedderRegistry",
+    "Entry",
+    "MiddlewareRegistry",
+    "OriginResolver",
+    "PromptRegistry",
+    "Registry",
+    "RerankerRegistry",
+    "ResourceRegistry",
+    "ServerTransportRegistry",
+    "SettingsRegistry",
+    "ToolRegistry",
+    "VectorStoreRegistry",
+]
 
 T = TypeVar("T")
 
@@ -192,6 +210,15 @@ class AuthProviderRegistry(Registry["AuthProviderFactory"]):
         """
         _require_callable(self.kind, name, factory)
         self._add(name, factory, settings)
+
+
+class ClientAuthRegistry(Registry["ClientAuthFactory"]):
+    kind = "client auth"
+
+    def add(self, name: str, factory: ClientAuthFactory) -> None:
+        """Register ``factory(url, settings) -> httpx2.Auth`` for configs whose ``auth.type`` is ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
 
 
 class VectorStoreRegistry(Registry["VectorStoreFactory"]):

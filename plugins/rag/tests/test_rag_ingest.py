@@ -46,10 +46,11 @@ async def _open(path: Path, **options: object) -> KnowledgeBase:
 
 async def test_every_file_type_goes_in_with_its_metadata(corpus: Path, tmp_path: Path) -> None:
     (corpus / "paper.pdf").write_bytes(_pdf())
+    (corpus / "tool.py").write_text('def lighthouse():\n    """Guide ships."""\n    return 1\n')
     async with await _open(tmp_path / "kb") as kb:
         report = await ingest(kb, [str(corpus)])
         assert report.problems == []
-        assert report.added == 6
+        assert report.added == 7
         ids = [d.id for d in kb.documents()]
         assert ids == sorted(
             [
@@ -58,11 +59,12 @@ async def test_every_file_type_goes_in_with_its_metadata(corpus: Path, tmp_path:
                 "guide/vectors.md",
                 "notes/cooking.txt",
                 "paper.pdf",
+                "tool.py",
                 "web/page.html",
             ]
         )
         done, pending, chunks = kb.catalog.counts()
-        assert (done, pending) == (6, 0)
+        assert (done, pending) == (7, 0)
         assert await kb.store.count(kb.index) == chunks
 
         install = kb.document("guide/install.md")
@@ -165,7 +167,7 @@ async def test_corrupt_and_unsupported_files_are_reported_and_skipped(corpus: Pa
         assert reasons["broken.json"].startswith("JSONDecodeError")
         assert reasons["latin1.md"].startswith("UnicodeDecodeError")
         assert "scan.pdf" in reasons
-        assert reasons["image.png"] == "unsupported file type .png"
+        assert reasons["corpus"] == "unsupported file types skipped: 1 .png"
         assert reasons["missing-dir"] == "does not exist"
         assert len([p for p in report.problems if "records.jsonl" in p.where]) == 3
         assert report.added == 6  # the five good files and the good record

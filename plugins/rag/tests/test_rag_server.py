@@ -250,3 +250,45 @@ async def test_served_over_stdio_by_the_command(kb: KnowledgeBase) -> None:
     async with Client(transport, mode="legacy") as client:
         result = await client.call_tool("search", {"query": "hydro dams", "top_k": 2, "mode": "sparse"})
     assert [h["document_id"].split("-")[1] for h in result.structured_content["results"]] == ["2", "2"]
+
+
+class _PreferAcme:
+    """A reranker plugin for the test: passages naming acme first (so reordering is visible)."""
+
+    @staticmethod
+    def _factory() -> object:
+        class Reranker:
+            async def score(self, query: str, passages: list[str]) -> list[float]:
+                return [1.0 if "acme" in p else 0.0 for p in passages]
+
+        return Reranker()
+
+    from toolkernel import hookimpl
+
+    @hookimpl
+    def register_rerankers(self, registry: Any) -> None:
+        registry.add("prefer-acme", self._factory)
+
+
+async def test_rerank_over_fetches_reorders_and_is_traced(built: Path, tmp_path: Path, spans: Any) -> None:
+    import shutil
+
+    shutil.copytree(built, tmp_path / "kb")
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel(_PreferAcme())) as kb:
+        plain = await kb.search("globex energy", top_k=4, mode="hybrid")
+        assert [h.chunk.metadata["tenant"] for h in plain].count("globex") >= 3
+        spans.clear()
+        options = KBServerOptions(reranker="prefer-acme")
+        result = await _search(kb, {"query": "globex energy", "top_k": 4, "rerank": True}, options)
+    hits = result.structured_content["results"]
+    assert [h["metadata"]["tenant"] for h in hits] == ["acme"] * 4  # found among the 50 over-fetched
+    assert all(h["score"] == 1.0 for h in hits)
+    recorded = {s.name: dict(s.attributes or {}) for s in spans.get_finished_spans()}
+    assert recorded["kb.retrieve"]["kb.mode"] == "hybrid"
+    assert recorded["kb.retrieve"]["kb.candidates"] == 16
+    assert recorded["kb.fuse"]["kb.sparse"] > 0
+    assert recorded["kb.fuse"]["kb.dense"] == 16
+    assert recorded["kb.embed"]["kb.texts"] == 1
+    assert recorded["kb.rerank"]["kb.reranker"] == "prefer-acme"
+    assert recorded["kb.rerank"]["kb.candidates"] == 16
+    assert recorded["kb.rerank"]["kb.duration_ms"] >= 0

@@ -490,4 +490,6 @@ def factory(kind: str) -> Callable[..., Any]:
 
 def chunker_for(kind_of_document: str) -> str:
     """Which chunker the ``auto`` setting uses for a document of this kind (HTML arrives as markdown)."""
-    return {"markdown": "markdown", "html": "markdown", "json": "json"}.get(kind_of_document, "recursive")
+    return {"markdown": "markdown", "html": "markdown", "json": "json", "code": "code"}.get(
+        kind_of_document, "recursive"
+    )

@@ -1,11 +1,12 @@
-"""Reading sources into documents: files (.md .txt .rst .html .pdf .json .jsonl) and BEIR corpora.
+"""Reading sources into documents: files (.md .txt .rst .html .pdf .json .jsonl .py) and BEIR corpora.
 
 A ``SOURCE`` is a directory (walked; hidden entries skipped), a file, or a ``.jsonl`` file
 of records. A record with a ``text`` field is one document whose id is its ``id`` (BEIR's
 ``corpus.jsonl``: ``_id``/``id``, ``title``, ``text``); other fields that are scalars or lists
 of scalars become metadata. A file is one document whose id is its path relative to the
 source directory (a single file: its name). Markdown front matter (YAML between ``---``
-lines) becomes metadata. A file that cannot be read is reported and skipped.
+lines) becomes metadata. A file that cannot be read is reported and skipped; files of other
+types met in a directory walk are reported as one line per directory.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ SUFFIXES = {
     ".pdf": "pdf",
     ".json": "json",
     ".jsonl": "jsonl",
+    ".py": "code",
 }
 """File suffixes read, and the kind of document each holds."""
 
@@ -79,8 +81,17 @@ class SourceReader:
         if root.is_file():
             yield from self._file(root, root.name)
             return
+        unsupported: dict[str, int] = {}
         for path in sorted(_walk(root)):
+            if path.suffix.lower() not in SUFFIXES:
+                # One line per directory walk, not one per image or lock file.
+                suffix = path.suffix.lower() or "(none)"
+                unsupported[suffix] = unsupported.get(suffix, 0) + 1
+                continue
             yield from self._file(path, path.relative_to(root).as_posix())
+        if unsupported:
+            kinds = ", ".join(f"{n} {s}" for s, n in sorted(unsupported.items()))
+            self.problems.append(SourceProblem(str(root), f"unsupported file types skipped: {kinds}"))
 
     def _file(self, path: Path, relative: str) -> Iterator[Document]:
         kind = SUFFIXES.get(path.suffix.lower())
