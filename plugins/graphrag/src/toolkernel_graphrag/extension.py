@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
 from toolkernel_graphrag.graph import ChunkGraph, ChunkInput, GraphStateError
@@ -28,8 +27,6 @@ from toolkernel_graphrag.walk import GraphWalker
 if TYPE_CHECKING:
     from toolkernel.entities import EntityExtractor
     from toolkernel.tools import Tool
-
-log = structlog.get_logger("toolkernel_graphrag")
 
 FILTER_CACHE = 32
 """Filters whose allowed-chunk masks are kept between queries (a server's mandatory filter repeats)."""
@@ -121,7 +118,6 @@ class GraphExtension:
             await anyio.to_thread.run_sync(apply)
             self.walker.invalidate()
             self._masks.clear()
-        log.debug("graph updated", chunks=len(graph), entities=graph.entity_count, batch=len(chunks))
 
     def _allowed(self, filter: Mapping[str, Any] | None) -> npt.NDArray[np.bool_] | None:
         """Which chunk rows satisfy the effective filter (``None``: all of them)."""
