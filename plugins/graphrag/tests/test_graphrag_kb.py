@@ -17,7 +17,7 @@ from toolkernel_local_embed import plugin as local_embed
 from toolkernel_qdrant import plugin as qdrant
 from toolkernel_rag import KBServerOptions, KnowledgeBase, kb_server
 from toolkernel_rag import plugin as rag
-from toolkernel_rag.ingest import ingest
+from toolkernel_rag.ingestion import ingest
 
 PAGES = {
     "kiss.md": "# Kiss and Tell\n\nKiss and Tell is a 1945 comedy film starring Shirley Temple "
