@@ -45,19 +45,6 @@ __all__ = [
 ]
 
 
-__all__ = [
-    "ChunkRecord",
-    "DocumentChunks",
-    "IngestBatch",
-    "KBContext",
-    "KBExtension",
-    "KBExtensionFactory",
-    "RetrievalRequest",
-    "ScoredChunk",
-    "SeedSource",
-]
-
-
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:
     """One stored chunk, as a knowledge base keeps it.
