@@ -162,7 +162,7 @@ async def test_tenant_from_auth_info(kb: KnowledgeBase) -> None:
         server=server, tool_name="search", call_id="1", auth=AuthInfo(subject="acme", client_id="c")
     )
     result = await tool.invoke(tool.validate_input({"query": "battery", "top_k": 16}), ctx)
-    assert {h["metadata"]["tenant"] for h in result.structured["results"]} == {"acme"}
+    assert {h.metadata["tenant"] for h in result.structured.results} == {"acme"}
 
 
 async def test_meta_overrides_only_from_the_allow_list(kb: KnowledgeBase) -> None:

@@ -155,21 +155,23 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
         results = SearchResults(
             results=[_shape(kb, h, bool(args.get("include_sources", True))) for h in hits]
         )
-        # Absent rather than null: no vector unless asked for, no source when left out.
-        structured = results.model_dump(mode="json", exclude_none=True)
-        return ToolResult(content=[text_block(_as_text(results))], structured=structured)
+        return ToolResult(content=[text_block(_as_text(results))], structured=results)
 
-    return create_tool(
+    tool = create_tool(
         id="search",
         description=(
             f"Search the knowledge base {kb.name!r} for passages relevant to a query. Returns the best "
             "passages with their document id, score, metadata and source (a kb:// URI to cite or read)."
         ),
         input_schema=schema,
-        output_schema=output_schema(),
+        output_schema=SearchResults,
         execute=execute,
         annotations={"readOnlyHint": True, "openWorldHint": False},
     )
+    # Validated on the way out by the pydantic model (microseconds); listed to clients as the
+    # equivalent compact schema, which is what their own per-result validation walks.
+    tool.output_schema = output_schema()
+    return tool
 
 
 def _request_settings(args: Mapping[str, Any], ctx: ToolContext, options: KBServerOptions) -> dict[str, Any]:
