@@ -362,18 +362,19 @@ class KnowledgeBase:
         return [Hit(chunks[r.id], r.score) for r in ranked if r.id in chunks]
 
     async def _rerank(self, name: str, query: str, hits: list[Hit]) -> list[Hit]:
+        from toolkernel_rag.rerankers import Candidate, rerank
+
         if not hits:
             return hits
         with _tracer.start_as_current_span("kb.rerank") as span:
             started = time.perf_counter()
-            scores = await self.reranker(name).score(query, [h.chunk.text for h in hits])
+            # Candidates carry their retrieval scores: a reranker that blends them in (weighted) uses them.
+            candidates = [Candidate(h.chunk.text, h.score) for h in hits]
+            order = await rerank(self.reranker(name), query, candidates)
             span.set_attribute("kb.reranker", name)
             span.set_attribute("kb.candidates", len(hits))
             span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
-        if len(scores) != len(hits):
-            raise KBError(f"reranker {name!r} returned {len(scores)} scores for {len(hits)} passages")
-        order = sorted(range(len(hits)), key=lambda i: -scores[i])
-        return [Hit(hits[i].chunk, float(scores[i])) for i in order]
+        return [Hit(hits[i].chunk, score) for i, score in order]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[ScoredChunk]], k: int = RRF_K) -> list[ScoredChunk]:
