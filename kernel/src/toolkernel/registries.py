@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthProviderRegistry",
+    "ChunkerRegistry",
     "ClientTransportRegistry",
     "ClientTransportSpec",
     "EmbedderRegistry",
     "Entry",
+    "KBExtensionRegistry",
     "MiddlewareRegistry",
     "OriginResolver",
     "PromptRegistry",
