@@ -12,7 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Chunk", "Chunker", "ChunkerFactory"]
+__all__ = [
+    "Chunk",
+    "Chunker",
+    "ChunkerFactory",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,9 +38,11 @@ if TYPE_CHECKING:
 __all__ = [
     "AuthProviderRegistry",
     "ChunkerRegistry",
+    "ClientAuthRegistry",
     "ClientTransportRegistry",
     "ClientTransportSpec",
     "EmbedderRegistry",
+    "EntityExtractorRegistry",
     "Entry",
     "KBExtensionRegistry",
     "MiddlewareRegistry",
