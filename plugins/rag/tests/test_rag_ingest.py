@@ -239,3 +239,14 @@ async def test_store_embedder_and_chunker_come_from_the_settings(corpus: Path, t
     assert manifest is not None
     assert (manifest.embedder.name, manifest.store.name) == (EMBEDDER, "dict")
     assert manifest.chunker == {"name": "recursive", "size": 120, "overlap": 10, "length": "characters"}
+
+
+async def test_queries_embed_like_documents_on_their_own_thread_setting(tmp_path: Path) -> None:
+    kernel = make_kernel()
+    async with await KnowledgeBase.open(
+        str(tmp_path / "kb"), kernel=kernel, create=True, embedder="local/minilm-l6-int8"
+    ) as kb:
+        assert kb.query_embedder is not kb.embedder  # threads=1 for a single short text
+        [document_side] = await kb.embedder.embed(["where do lighthouses stand"])
+        query_side = await kb.embed_query("where do lighthouses stand")
+        assert query_side == pytest.approx(document_side, abs=1e-5)

@@ -162,7 +162,7 @@ async def test_tenant_from_auth_info(kb: KnowledgeBase) -> None:
         server=server, tool_name="search", call_id="1", auth=AuthInfo(subject="acme", client_id="c")
     )
     result = await tool.invoke(tool.validate_input({"query": "battery", "top_k": 16}), ctx)
-    assert {h["metadata"]["tenant"] for h in result.structured["results"]} == {"acme"}
+    assert {h.metadata["tenant"] for h in result.structured.results} == {"acme"}
 
 
 async def test_meta_overrides_only_from_the_allow_list(kb: KnowledgeBase) -> None:
@@ -292,3 +292,33 @@ async def test_rerank_over_fetches_reorders_and_is_traced(built: Path, tmp_path:
     assert recorded["kb.rerank"]["kb.reranker"] == "prefer-acme"
     assert recorded["kb.rerank"]["kb.candidates"] == 16
     assert recorded["kb.rerank"]["kb.duration_ms"] >= 0
+
+
+async def test_tenant_scope_picks_the_tenants_own_knowledge_base(kb: KnowledgeBase, tmp_path: Path) -> None:
+    from toolkernel_rag import TenantScope
+
+    corpus = write_records(tmp_path / "own.jsonl", [{"id": "own-1", "text": "Tidal energy from the sea."}])
+    own = await KnowledgeBase.open(
+        str(tmp_path / "own"), kernel=make_kernel(), create=True, embedder=EMBEDDER
+    )
+    await ingest(own, [str(corpus)])
+
+    def scope(ctx: ToolContext) -> TenantScope | None:
+        tenant = ctx.values.get("tenant")
+        if tenant == "initech":
+            return TenantScope(knowledge_base=own)
+        return TenantScope(filter={"tenant": tenant}) if tenant in TENANTS else None
+
+    options = KBServerOptions(tenant=scope)
+    try:
+        mine = await _search(
+            kb, {"query": "energy", "top_k": 5}, options, meta={"toolkernel/context": {"tenant": "initech"}}
+        )
+        theirs = await _search(
+            kb, {"query": "energy", "top_k": 16}, options, meta={"toolkernel/context": {"tenant": "acme"}}
+        )
+    finally:
+        await own.aclose()
+    assert [h["document_id"] for h in mine.structured_content["results"]] == ["own-1"]
+    assert mine.structured_content["results"][0]["source"]["uri"] == "kb://own/documents/own-1"
+    assert {h["metadata"]["tenant"] for h in theirs.structured_content["results"]} == {"acme"}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from toolkernel_rag.kb import KnowledgeBase as KnowledgeBase
     from toolkernel_rag.layout import KBError as KBError
     from toolkernel_rag.server import KBServerOptions as KBServerOptions
+    from toolkernel_rag.server import TenantScope as TenantScope
     from toolkernel_rag.server import effective_filter as effective_filter
     from toolkernel_rag.server import kb_server as kb_server
     from toolkernel_rag.server import mount_kb as mount_kb
@@ -31,6 +32,7 @@ _WHERE = {
     "KnowledgeBase": "toolkernel_rag.kb",
     "KBError": "toolkernel_rag.layout",
     "KBServerOptions": "toolkernel_rag.server",
+    "TenantScope": "toolkernel_rag.server",
     "effective_filter": "toolkernel_rag.server",
     "kb_server": "toolkernel_rag.server",
     "mount_kb": "toolkernel_rag.server",
@@ -41,6 +43,7 @@ __all__ = [
     "KBError",
     "KBServerOptions",
     "KnowledgeBase",
+    "TenantScope",
     "effective_filter",
     "ingest",
     "kb_server",

@@ -125,6 +125,12 @@ class _Base:
         if extra:
             raise ConfigError(f"chunker {self.kind!r} does not take option(s) {sorted(extra)}")
         self.options = options
+        self._count: Callable[[str], int] | None = None
+
+    def _fits(self, text: str) -> bool:
+        if self._count is None:
+            self._count = _counter(self.options)
+        return self._count(text) <= self.options.size
 
     @property
     def name(self) -> str:
@@ -146,6 +152,17 @@ def _from_indices(text: str, pieces: list[tuple[int, str]]) -> list[Chunk]:
     return [Chunk(piece, start, start + len(piece)) for start, piece in pieces if piece.strip()]
 
 
+def _split(splitter: Any, text: str, fits: Callable[[str], bool]) -> list[Chunk]:
+    """``splitter``'s chunks of ``text``, or the whole (trimmed) text when it fits in one chunk.
+
+    Counting once is much cheaper than the splitter's search, which counts tokens many times
+    over: most passages of a corpus like HotpotQA fit whole.
+    """
+    if text.strip() and fits(text):
+        return [_trimmed(Chunk(text, 0, len(text)))]
+    return _from_indices(text, splitter.chunk_indices(text))
+
+
 class RecursiveChunker(_Base):
     """Plain text: the largest semantic unit that fits (paragraph, line, sentence, word, grapheme)."""
 
@@ -163,7 +180,7 @@ class RecursiveChunker(_Base):
         )
 
     def chunk(self, text: str) -> list[Chunk]:
-        return _from_indices(text, self._splitter.chunk_indices(text))
+        return _split(self._splitter, text, self._fits)
 
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$", re.M)
@@ -225,7 +242,7 @@ class MarkdownChunker(_Base):
                 continue  # a bare heading joins the section after it
             path = paths[i - 1] if i > 0 else []
             meta: dict[str, Any] = {"headers": list(path)} if path else {}
-            for piece in _from_indices(section, self._splitter.chunk_indices(section)):
+            for piece in _split(self._splitter, section, self._fits):
                 out.append(Chunk(piece.text, start + piece.start, start + piece.end, meta))
             start = end
         return out

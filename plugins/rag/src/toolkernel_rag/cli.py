@@ -68,6 +68,11 @@ def _kb_argument(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, kernel: Kernel) -> Any:
     """Dispatch to the action."""
+    from toolkernel._logging import get_logger
+
+    # Logs go to stderr before any plugin logs: stdout carries only the results (the ingest
+    # summary is JSON), and an extension logging through a bare structlog would print there.
+    get_logger("toolkernel_rag")
     action = args.kb_action
     if action == "ingest":
         return _ingest(args, kernel)

@@ -83,6 +83,7 @@ class KnowledgeBase:
         self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse)
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
+        self._query_embedder: Embedder | None = None
         self._chunkers: dict[str, Chunker] = {}
         self._rerankers: dict[str, Reranker] = {}
         self.extensions: dict[str, KBExtension] = {}
@@ -225,10 +226,36 @@ class KnowledgeBase:
     def documents(self, limit: int | None = None, after: str | None = None) -> list[DocumentRow]:
         return self.catalog.documents(limit, after)
 
+    @property
+    def query_embedder(self) -> Embedder:
+        """The embedder for queries: the manifest's, with ``[plugins.rag] query_embedder_options``.
+
+        A query is one short text: for the ``local`` provider the default is one onnxruntime
+        thread, because a second only spins on a single text (it doubled the CPU per query
+        on this machine) while ingestion keeps every core for its batches.
+        """
+        if self._query_embedder is None:
+            spec = self.manifest.embedder
+            options = dict(spec.options)
+            if spec.name.startswith("local/"):
+                options.setdefault("threads", 1)
+            options.update(rag_settings(self.kernel).query_embedder_options)
+            if options == spec.options:
+                self._query_embedder = self.embedder
+            else:
+                embedder = self.kernel.embedder(spec.name, **options)
+                if embedder.dimension != spec.dimension:
+                    raise KBError(
+                        f"query_embedder_options make {spec.name!r} return vectors of dimension "
+                        f"{embedder.dimension}; the knowledge base holds {spec.dimension}"
+                    )
+                self._query_embedder = embedder
+        return self._query_embedder
+
     async def embed_query(self, query: str) -> list[float]:
         with _tracer.start_as_current_span("kb.embed") as span:
             started = time.perf_counter()
-            [vector] = await self.embedder.embed([query])
+            [vector] = await self.query_embedder.embed([query])
             span.set_attribute("kb.texts", 1)
             span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
         return vector

