@@ -76,7 +76,11 @@ def _no_ambient_configuration(monkeypatch):
 
 def load_example(relative: str) -> ModuleType:
     """Import ``docs/examples/<relative>`` as a fresh module (its module-level state starts empty)."""
-    path = EXAMPLES / relative
+    return load_module(EXAMPLES / relative)
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import the file at ``path`` as a fresh module."""
     name = f"docs_example_{path.stem}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
@@ -198,6 +202,19 @@ def test_hook_sections_follow_the_spec_order_and_banners():
     assert documented == expected
 
 
+def test_hook_reference_is_generated_from_the_hookspec_docstrings(monkeypatch):
+    hookref = load_module(DOCS / "hookref.py")
+    current = text(HOOKS_MD)
+    assert hookref.rewrite(current) == current, "hooks.md is stale: run python docs/hookref.py"
+    # The check bites: a docstring edited in hookspecs.py makes the page stale.
+    specs = hookref.hook_specs()
+    signature, docstring = specs["register_tools"]
+    specs["register_tools"] = (signature, docstring.replace("Contribute tools", "Add tools"))
+    monkeypatch.setattr(hookref, "hook_specs", lambda: specs)
+    assert "Add tools to every" in hookref.rewrite(current)
+    assert hookref.rewrite(current) != current
+
+
 @pytest.mark.parametrize("hook", hook_names())
 def test_hook_has_a_behaviour_test(hook):
     assert f"test_hook_{hook}" in globals(), f"tests/test_docs.py needs test_hook_{hook}"
@@ -224,7 +241,7 @@ def anchors(markdown: str) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for _, title, _ in sections(markdown)}
 
 
-@pytest.mark.parametrize("doc", OWNED_DOCS, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("doc", DOCS_WITH_EXAMPLES, ids=lambda p: str(p.relative_to(DOCS)))
 def test_relative_links_resolve(doc):
     for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text(doc)):
         if "://" in target or target.startswith("mailto:"):
@@ -337,6 +354,37 @@ async def test_hook_register_auth_providers(kernel_with):
 
 
 @pytest.mark.anyio
+async def test_hook_register_client_auth(kernel_with):
+    import httpx2
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from toolkernel.client import MCPClient
+    from toolkernel.errors import MCPClientError
+
+    kernel = kernel_with(load_example("hooks/register_client_auth.py"))
+    factory = kernel.client_auth.get("api-key")
+
+    async def echo_key(request):
+        return PlainTextResponse(request.headers.get("x-api-key", ""))
+
+    app = Starlette(routes=[Route("/mcp", echo_key)])
+    auth = factory("http://test/mcp", {"type": "api-key", "key": "k1"})
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), auth=auth) as http:
+        assert (await http.get("http://test/mcp")).text == "k1"
+    with pytest.raises(ValueError, match="needs `key`"):
+        factory("http://test/mcp", {"type": "api-key"})
+    config = {
+        "servers": {"s": {"url": "http://127.0.0.1:9/mcp", "auth": {"type": "api-key"}}},
+        "throw_on_load_error": True,
+    }
+    with pytest.raises(MCPClientError, match=r"servers\.s\.auth: auth type api-key needs `key`"):
+        async with MCPClient(config, kernel=kernel, persist=False):
+            pass
+
+
+@pytest.mark.anyio
 async def test_hook_register_vector_stores(kernel_with):
     from toolkernel.vectors import IndexNotFoundError, VectorStore
 
@@ -433,6 +481,20 @@ async def test_hook_register_kb_extensions(tmp_path):
     assert "title" in search.input_schema["properties"]["mode"]["enum"]
     # old.md was deleted (the extension heard of it), ref.md is outside the mandatory filter.
     assert [h["document_id"] for h in found.structured_content["results"]] == ["quick.md"]
+
+
+@pytest.mark.anyio
+async def test_hook_register_entity_extractors(kernel_with):
+    from toolkernel.entities import EntityExtractor
+
+    plugin = load_example("hooks/register_entity_extractors.py")
+    kernel = kernel_with(plugin)
+    extractor = kernel.entity_extractor("acronyms")
+    assert isinstance(extractor, EntityExtractor)
+    assert await extractor.extract(["NASA and the ESA", "no names"]) == [["NASA", "ESA"], []]
+    assert await kernel.entity_extractor("acronyms", min_length=4).extract(["NASA and the ESA"]) == [["NASA"]]
+    assert extractor.describe() == {"name": "acronyms", "min_length": 2}
+    assert kernel.entity_extractors.origin("acronyms") == plugin.__name__
 
 
 @pytest.mark.anyio
@@ -1476,3 +1538,129 @@ async def test_vector_stores_sqlite_example_configured_from_toml(tmp_path):
     in_memory = kernel.vector_store("sqlite", path=":memory:")  # the call's options win
     assert await in_memory.list_indexes() == []
     await in_memory.aclose()
+# -- tasks, roots and sampling parameters, pagination ---------------------------------------------
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+async def _raw_2026(app, method, params, *, tasks=True):
+    """One 2026-07-28 request to ``app`` served by toolkernel-http's ASGI app (raw JSON-RPC)."""
+    import httpx
+
+    capabilities = {"elicitation": {}, **({"extensions": {TASKS: {}}} if tasks else {})}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    name = params.get("name") or params.get("taskId")
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+        **({"mcp-name": name} if name else {}),
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    http = app._http_app
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(http), base_url="http://127.0.0.1") as client:
+        response = await client.post("/mcp", json=body, headers=headers)
+    data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    reply = json.loads([d for d in data if d][-1]) if data else response.json()
+    return reply["result"]
+
+
+@pytest.mark.anyio
+async def test_tools_tasks_example(kernel):
+    from toolkernel_http import asgi_app
+
+    module = load_example("tools/tasks.py")
+    module.app._kernel = kernel
+    http = asgi_app(module.app, json_response=True)
+    module.app._http_app = http
+    async with http.lifespan():
+        created = await _raw_2026(
+            module.app, "tools/call", {"name": "build_report", "arguments": {"pages": 3}}
+        )
+        assert created["resultType"] == "task"
+        assert created["status"] == "working"
+        for _ in range(200):
+            task = await _raw_2026(module.app, "tasks/get", {"taskId": created["taskId"]})
+            if task["status"] == "completed":
+                break
+            await anyio.sleep(0.02)
+        assert task["result"]["content"][0]["text"] == "report of 3 pages"
+        assert task["statusMessage"] == "page 3 of 3"
+        # Without the extension the same tool answers inside the request.
+        plain = await _raw_2026(
+            module.app, "tools/call", {"name": "build_report", "arguments": {"pages": 1}}, tasks=False
+        )
+        assert plain["content"][0]["text"] == "report of 1 pages"
+        # archive asks inside the request (input_required), then detaches into a task.
+        asked = await _raw_2026(
+            module.app, "tools/call", {"name": "archive", "arguments": {"folder": "logs"}}
+        )
+        assert asked["resultType"] == "input_required"
+        (key,) = asked["inputRequests"]
+        retry = {
+            "name": "archive",
+            "arguments": {"folder": "logs"},
+            "inputResponses": {key: {"action": "accept", "content": {"go": True}}},
+            "requestState": asked["requestState"],
+        }
+        detached = await _raw_2026(module.app, "tools/call", retry)
+        assert detached["resultType"] == "task"
+        for _ in range(200):
+            task = await _raw_2026(module.app, "tasks/get", {"taskId": detached["taskId"]})
+            if task["status"] == "completed":
+                break
+            await anyio.sleep(0.02)
+        assert task["result"]["content"][0]["text"] == "logs archived"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_tools_roots_and_sampling_parameters(kernel, mode):
+    import mcp_types as types
+
+    module = load_example("tools/roots_sampling.py")
+    sampled = []
+
+    async def on_roots(ctx):
+        return types.ListRootsResult(roots=[types.Root(uri="file:///src", name="src")])
+
+    async def on_sample(ctx, params):
+        sampled.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text="A source tree."), model="m"
+        )
+
+    async with connect_in_memory(
+        module.app, kernel=kernel, mode=mode, list_roots_callback=on_roots, sampling_callback=on_sample
+    ) as client:
+        result = await client.call_tool("summarize_workspace", {})
+    assert result.content[0].text == "A source tree."
+    (params,) = sampled
+    assert params.messages[0].content.text == "Summarize a workspace holding: file:///src"
+    assert (params.max_tokens, params.stop_sequences, params.include_context) == (100, ["\n\n"], "thisServer")
+    assert params.model_preferences.speed_priority == 0.8
+    assert params.model_preferences.hints[0].name == "claude"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_server_pagination(kernel, mode):
+    from mcp.shared.exceptions import MCPError
+
+    module = load_example("server/pagination.py")
+    pages = []
+    async with connect_in_memory(module.app, kernel=kernel, mode=mode) as client:
+        cursor = None
+        while True:
+            page = await client.list_prompts(cursor=cursor)
+            pages.append([p.name for p in page.prompts])
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        with pytest.raises(MCPError) as bad:
+            await client.list_prompts(cursor="not-a-cursor")
+    assert pages == [["template_0", "template_1"], ["template_2", "template_3"], ["template_4"]]
+    assert bad.value.code == -32602

@@ -819,7 +819,7 @@ def test_register_commands_adds_a_runnable_subcommand(kernel_with, capsys):
     assert anyio.run(wait) == 3
     assert plugin.ran == [("bob", 2)]
     assert capsys.readouterr().out == "hello bob hello bob \n"
-    assert list(kernel.commands)[:5] == ["serve", "plugins", "inspect", "call", "version"]
+    assert list(kernel.commands)[:6] == ["serve", "plugins", "plugin", "inspect", "call", "version"]
     assert kernel.commands.origin("greet") != kernel.commands.origin("serve")
     assert kernel.commands.origin("serve") == "commands"
 

@@ -275,3 +275,14 @@ def test_a_bad_settings_name_is_refused_at_registration(kernel_with):
     assert info.error == (
         "register_vector_stores: vector store 'bad': settings must be a settings name, got 'no spaces please'"
     )
+
+
+def test_an_unconfigured_plugin_with_required_settings_does_not_stop_the_others(kernel_with, monkeypatch):
+    kernel = kernel_with(StorePlugin())
+    kernel.check()  # nothing sets [plugins.lite], whose path is required: left for first use
+    kernel_with(StorePlugin(), settings={"other": {}}).check()
+    with pytest.raises(ConfigError, match=r"\[plugins\.lite\] path: Field required"):
+        kernel.vector_store("lite")
+    monkeypatch.setenv("TOOLKERNEL_LITE_TIMEOUT", "2")  # set at all: then it must be complete
+    with pytest.raises(ConfigError, match=r"\[plugins\.lite\] path: Field required"):
+        kernel_with(StorePlugin()).check()

@@ -21,8 +21,10 @@ from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
 from toolkernel.registries import (
     AuthProviderRegistry,
     ChunkerRegistry,
+    ClientAuthRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
+    EntityExtractorRegistry,
     KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from toolkernel.chunkers import Chunker
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
+    from toolkernel.entities import EntityExtractor
     from toolkernel.rerankers import Reranker
     from toolkernel.server import MCPServer
     from toolkernel.transports import (
@@ -284,6 +287,11 @@ class Kernel:
         return self._collect("register_auth_providers", AuthProviderRegistry(self._origin_of))
 
     @cached_property
+    def client_auth(self) -> ClientAuthRegistry:
+        """Client auth factories by ``auth.type`` (``oauth`` with toolkernel-oauth)."""
+        return self._collect("register_client_auth", ClientAuthRegistry(self._origin_of))
+
+    @cached_property
     def vector_stores(self) -> VectorStoreRegistry:
         """Vector store factories by name."""
         return self._collect("register_vector_stores", VectorStoreRegistry(self._origin_of))
@@ -307,6 +315,11 @@ class Kernel:
     def kb_extensions(self) -> KBExtensionRegistry:
         """Knowledge-base extension factories by name."""
         return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
+
+    @cached_property
+    def entity_extractors(self) -> EntityExtractorRegistry:
+        """Entity extractor factories by name."""
+        return self._collect("register_entity_extractors", EntityExtractorRegistry(self._origin_of))
 
     @cached_property
     def tools(self) -> ToolRegistry:
@@ -343,13 +356,16 @@ class Kernel:
     def check(self) -> None:
         """Fill every registry and validate every plugin's settings now, not on first use.
 
-        Also fails when a factory was registered with ``settings="NAME"`` but no plugin
-        declared settings ``NAME``.
+        A section that nothing sets (no table, no environment variable) is left for first
+        use, so an installed plugin nobody configured does not stop the others; one that is
+        set at all must be valid. Also fails when a factory
+        was registered with ``settings="NAME"`` but no plugin declared settings ``NAME``.
         """
         for attr in _REGISTRY_ATTRS:
             getattr(self, attr)
         for name in self.settings_models:
-            self.settings(name)
+            if self._settings_given(name):
+                self.settings(name)
         for registry in self._factory_registries():
             for entry in registry.entries():
                 if entry.settings is not None and entry.settings not in self.settings_models:
@@ -357,6 +373,13 @@ class Kernel:
                         f"{registry.kind} {entry.name!r} (from {entry.origin}) is built with settings "
                         f"{entry.settings!r}, but no plugin declares them through register_settings"
                     )
+
+    def _settings_given(self, name: str) -> bool:
+        """Whether a table or an environment variable sets anything in section ``name``."""
+        from toolkernel.config import env_prefix
+
+        prefix = env_prefix(name)
+        return bool(self._raw_settings.get(name)) or any(var.startswith(prefix) for var in os.environ)
 
     def _factory_registries(self) -> list[Registry[Any]]:
         return [
@@ -456,6 +479,10 @@ class Kernel:
             return factory(**options)
         return factory(self._factory_settings(self.chunkers, name, options))
 
+    def entity_extractor(self, name: str, **options: Any) -> EntityExtractor:
+        """An entity extractor from the factory registered as ``name``."""
+        return self.entity_extractors.get(name)(**options)
+
     def client_transport(
         self,
         target: str | list[str],
@@ -468,11 +495,12 @@ class Kernel:
 
         if name is None:
             name = self.client_transports.for_target(target if isinstance(target, str) else "")
-        spec = self.client_transports.get(name)
+        factory: Callable[..., AbstractAsyncContextManager[TransportStreams]] = self.client_transports.get(
+            name
+        ).factory
         if self.client_transports.settings_of(name) is None:
-            return spec.factory(target, options or ClientTransportOptions())
+            return factory(target, options or ClientTransportOptions())
         settings = self._factory_settings(self.client_transports, name, {})
-        factory: Callable[..., AbstractAsyncContextManager[TransportStreams]] = spec.factory
         return factory(target, options or ClientTransportOptions(), settings)
 
     # -- events ---------------------------------------------------------------------------
@@ -548,6 +576,9 @@ class Kernel:
 
             # Serving usually ends by cancellation: shield the hooks, or async ones never run.
             with anyio.CancelScope(shield=True):
+                tasks = getattr(app, "tasks", None)
+                if tasks is not None:
+                    await tasks.aclose()  # tools still running as tasks stop with the server
                 await self.emit("on_server_stop", server=server)
 
 
@@ -555,11 +586,13 @@ _REGISTRY_ATTRS = (
     "server_transports",
     "client_transports",
     "auth_providers",
+    "client_auth",
     "vector_stores",
     "embedders",
     "rerankers",
     "chunkers",
     "kb_extensions",
+    "entity_extractors",
     "tools",
     "resources",
     "prompts",

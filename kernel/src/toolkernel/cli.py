@@ -2,8 +2,9 @@
 
 ``main()`` makes a :class:`~toolkernel.Kernel`, asks plugins for their commands through
 ``register_commands`` and dispatches. A command's ``run(args, kernel)`` returns an exit
-code or an awaitable of one. Errors the user can fix print one line to stderr and
-exit 2; nothing is written to stdout but results.
+code or an awaitable of one. A :class:`~toolkernel.errors.ToolkernelError` prints one line
+to stderr and exits with its ``exit_code`` (2 for what the user can fix, 3 for a server
+that failed, 4 for a timeout); nothing is written to stdout but results.
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ from toolkernel.registries import Registry
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
+
+__all__ = [
+    "Command",
+    "CommandRegistry",
+    "Configure",
+    "Run",
+    "build_parser",
+    "main",
+]
 
 Configure = Callable[..., None]
 """``configure(parser)``, or ``configure(parser, kernel)`` for a command added with ``pass_kernel=True``."""
@@ -110,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(result or 0)
     except ToolkernelError as exc:
         print(f"toolkernel: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     finally:

@@ -32,6 +32,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolkernel.errors import ConfigError
 
+__all__ = [
+    "KernelConfig",
+    "env_prefix",
+    "find_config",
+    "load_config",
+    "plugin_settings",
+]
+
 _RESERVED = ("load", "disable", "strict")
 
 # Kernel variables that a plugin's TOOLKERNEL_<NAME>_ prefix could otherwise claim.

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from toolkernel.registries import (
         AuthProviderRegistry,
         ChunkerRegistry,
+        ClientAuthRegistry,
         ClientTransportRegistry,
         EmbedderRegistry,
+        EntityExtractorRegistry,
         KBExtensionRegistry,
         MiddlewareRegistry,
         PromptRegistry,
@@ -39,6 +41,30 @@ if TYPE_CHECKING:
         VectorStoreRegistry,
     )
     from toolkernel.server import MCPServer
+
+__all__ = [
+    "on_server_start",
+    "on_server_stop",
+    "on_session_start",
+    "on_session_stop",
+    "on_tool_error",
+    "on_tool_input_available",
+    "on_tool_input_delta",
+    "on_tool_input_start",
+    "on_tool_output",
+    "register_auth_providers",
+    "register_client_transports",
+    "register_commands",
+    "register_embedders",
+    "register_prompts",
+    "register_rerankers",
+    "register_resources",
+    "register_server_transports",
+    "register_settings",
+    "register_tool_middleware",
+    "register_tools",
+    "register_vector_stores",
+]
 
 _spec = pluggy.HookspecMarker("toolkernel")
 
@@ -96,6 +122,21 @@ def register_auth_providers(registry: AuthProviderRegistry) -> None:
     Example: ``docs/examples/hooks/register_auth_providers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_client_auth(registry: ClientAuthRegistry) -> None:
+    """Add client auth kinds: how an ``MCPClient`` authorizes to a URL server.
+
+    :param registry: ``registry.add(type, factory)``; ``factory(url, settings)`` takes the
+        server's URL and its ``auth`` table (``{"type": type, ...}``, the rest validated by the
+        factory) and returns an ``httpx2.Auth`` that the HTTP client transport uses for every
+        request to that server.
+
+    Example: ``docs/examples/hooks/register_client_auth.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
     """
 
 
@@ -173,6 +214,21 @@ def register_kb_extensions(registry: KBExtensionRegistry) -> None:
         ``toolkernel kb ingest --no-<name>`` flag that leaves it out of a run.
 
     Example: ``docs/examples/hooks/register_kb_extensions.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_entity_extractors(registry: EntityExtractorRegistry) -> None:
+    """Add entity extractors: objects that find the names of things in passages.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.entities.EntityExtractor`. A knowledge graph (toolkernel-graphrag)
+        links chunks that mention the same entity; it picks its extractor by name and
+        normalises what the extractor returns (case, plurals, aliases) itself.
+
+    Example: ``docs/examples/hooks/register_entity_extractors.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.2
     """

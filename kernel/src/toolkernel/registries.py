@@ -22,9 +22,10 @@ from toolkernel.errors import RegistrationError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from toolkernel.auth import AuthProviderFactory
+    from toolkernel.auth import AuthProviderFactory, ClientAuthFactory
     from toolkernel.chunkers import ChunkerFactory
     from toolkernel.embedders import EmbedderFactory
+    from toolkernel.entities import EntityExtractorFactory
     from toolkernel.knowledge import KBExtensionFactory
     from toolkernel.middleware import ToolMiddleware
     from toolkernel.prompts import Prompt
@@ -33,6 +34,24 @@ if TYPE_CHECKING:
     from toolkernel.tools import Tool
     from toolkernel.transports import ClientTransportFactory, ServerTransportFactory
     from toolkernel.vectors import VectorStoreFactory
+
+__all__ = [
+    "AuthProviderRegistry",
+    "ClientTransportRegistry",
+    "ClientTransportSpec",
+    "EmbedderRegistry",
+    "Entry",
+    "MiddlewareRegistry",
+    "OriginResolver",
+    "PromptRegistry",
+    "Registry",
+    "RerankerRegistry",
+    "ResourceRegistry",
+    "ServerTransportRegistry",
+    "SettingsRegistry",
+    "ToolRegistry",
+    "VectorStoreRegistry",
+]
 
 T = TypeVar("T")
 
@@ -193,6 +212,15 @@ class AuthProviderRegistry(Registry["AuthProviderFactory"]):
         self._add(name, factory, settings)
 
 
+class ClientAuthRegistry(Registry["ClientAuthFactory"]):
+    kind = "client auth"
+
+    def add(self, name: str, factory: ClientAuthFactory) -> None:
+        """Register ``factory(url, settings) -> httpx2.Auth`` for configs whose ``auth.type`` is ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
+
+
 class VectorStoreRegistry(Registry["VectorStoreFactory"]):
     kind = "vector store"
 
@@ -326,6 +354,15 @@ class MiddlewareRegistry(Registry["ToolMiddleware"]):
         label: str = name or getattr(middleware, "__qualname__", None) or type(middleware).__qualname__
         _require_callable(self.kind, label, middleware)
         self._add(label.replace("<", "").replace(">", ""), middleware)
+
+
+class EntityExtractorRegistry(Registry["EntityExtractorFactory"]):
+    kind = "entity extractor"
+
+    def add(self, name: str, factory: EntityExtractorFactory) -> None:
+        """Register ``factory(**options) -> EntityExtractor`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
 
 
 class SettingsRegistry(Registry["type[BaseModel]"]):

@@ -33,6 +33,33 @@ from toolkernel.errors import ToolkernelError
 if TYPE_CHECKING:
     from toolkernel.filters import Filter
 
+__all__ = [
+    "FilterInput",
+    "IndexExistsError",
+    "IndexInfo",
+    "IndexNotFoundError",
+    "InvalidFilterError",
+    "METRICS",
+    "Metadata",
+    "MetadataValue",
+    "Metric",
+    "QueryResult",
+    "Scalar",
+    "UnsupportedFilterError",
+    "VectorInputError",
+    "VectorStore",
+    "VectorStoreError",
+    "VectorStoreFactory",
+    "check_index_args",
+    "check_index_name",
+    "check_metadata",
+    "check_options",
+    "check_top_k",
+    "check_upsert",
+    "check_vector",
+    "query_results",
+]
+
 Metric: TypeAlias = Literal["cosine", "euclidean", "dot"]
 """How vectors are compared; see the module docstring for the score each one yields."""
 

@@ -58,6 +58,14 @@ from toolkernel.vectors import (
     VectorStore,
 )
 
+__all__ = [
+    "FILTER_CASES",
+    "FILTER_RECORDS",
+    "SOLE_OPERATOR_FILTERS",
+    "VectorStoreContract",
+    "exact_scores",
+]
+
 # Records the filter tests search: scalar, list, boolean, unicode and missing fields.
 # ``scores`` holds lists of numbers: a range holds if *any* element satisfies it.
 FILTER_RECORDS: list[dict[str, Any]] = [

@@ -56,6 +56,9 @@ class IngestReport:
             "chunks": self.chunks,
             "skipped": len(self.problems),
             "seconds": round(self.seconds, 3),
+            "embed_seconds": round(self.embed_seconds, 3),
+            "chunk_seconds": round(self.chunk_seconds, 3),
+            "store_seconds": round(self.store_seconds, 3),
         }
 
 
