@@ -286,3 +286,19 @@ def test_an_unconfigured_plugin_with_required_settings_does_not_stop_the_others(
     monkeypatch.setenv("TOOLKERNEL_LITE_TIMEOUT", "2")  # set at all: then it must be complete
     with pytest.raises(ConfigError, match=r"\[plugins\.lite\] path: Field required"):
         kernel_with(StorePlugin()).check()
+
+
+def test_a_longer_sections_variable_does_not_count_as_setting_the_shorter(kernel_with, monkeypatch):
+    class Required(BaseModel):
+        path: Path
+
+    class Two:
+        @hookimpl
+        def register_settings(self, registry):
+            registry.add("lite", Required)
+            registry.add("lite-extra", Knobs)
+
+    monkeypatch.setenv("TOOLKERNEL_LITE_EXTRA_LEVEL", "3")  # belongs to lite-extra, not to lite
+    kernel = kernel_with(Two())
+    kernel.check()
+    assert kernel.settings("lite-extra") == Knobs(level=3)

@@ -376,10 +376,10 @@ class Kernel:
 
     def _settings_given(self, name: str) -> bool:
         """Whether a table or an environment variable sets anything in section ``name``."""
-        from toolkernel.config import env_prefix
+        from toolkernel.config import section_variables
 
-        prefix = env_prefix(name)
-        return bool(self._raw_settings.get(name)) or any(var.startswith(prefix) for var in os.environ)
+        others = list(self.settings_models)
+        return bool(self._raw_settings.get(name)) or bool(section_variables(name, os.environ, others))
 
     def _factory_registries(self) -> list[Registry[Any]]:
         return [

@@ -200,7 +200,8 @@ class _OneHandshake:
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
-        if ctx.method == "initialize":
+        if ctx.method == "initialize" and not _is_modern(ctx.protocol_version):
+            # 2026-07-28 has no handshake: the SDK answers its initialize as an unknown method.
             connection = connection_of(ctx)
             if connection is not None and connection.client_params is not None:
                 raise MCPError(

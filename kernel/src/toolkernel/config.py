@@ -38,6 +38,7 @@ __all__ = [
     "find_config",
     "load_config",
     "plugin_settings",
+    "section_variables",
 ]
 
 _RESERVED = ("load", "disable", "strict")
@@ -144,10 +145,7 @@ def plugin_settings(
     for key, value in (table or {}).items():
         data[key], sources[key] = value, f"in {file_label}"
     prefix = env_prefix(name)
-    longer = [env_prefix(o) for o in other_sections if env_prefix(o).startswith(prefix) and o != name]
-    for var, value in env.items():
-        if not var.startswith(prefix) or var in _KERNEL_VARIABLES or any(var.startswith(p) for p in longer):
-            continue
+    for var, value in section_variables(name, env, other_sections).items():
         key = var[len(prefix) :].lower()
         data[key], sources[key] = _env_value(value), f"from {var}"
     for key, value in (options or {}).items():
@@ -168,6 +166,21 @@ def plugin_settings(
             for e in exc.errors(include_url=False)
         )
         raise ConfigError(f"settings of plugin {name!r} are invalid: {problems}") from None
+
+
+def section_variables(
+    name: str, environ: Mapping[str, str], other_sections: Collection[str] = ()
+) -> dict[str, str]:
+    """The ``TOOLKERNEL_<NAME>_*`` variables of section ``name``, less those of a longer section name."""
+    prefix = env_prefix(name)
+    longer = [env_prefix(o) for o in other_sections if o != name and env_prefix(o).startswith(prefix)]
+    return {
+        var: value
+        for var, value in environ.items()
+        if var.startswith(prefix)
+        and var not in _KERNEL_VARIABLES
+        and not any(var.startswith(p) for p in longer)
+    }
 
 
 def _env_value(value: str) -> Any:

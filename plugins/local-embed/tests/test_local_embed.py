@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import pathlib
 from collections.abc import Callable
 
 import numpy as np
@@ -100,3 +101,15 @@ def test_the_kernel_builds_local_embedders_by_name(kernel_with: Callable[..., Ke
     embedder = kernel_with(plugin).embedder("local/minilm-l6-int8", batch_size=8)
     assert isinstance(embedder, Embedder)
     assert (embedder.name, embedder.dimension) == ("local/minilm-l6-int8", 384)
+
+
+def test_the_kernel_builds_the_embedder_from_its_settings(tmp_path: pathlib.Path) -> None:
+    from toolkernel import ConfigError
+
+    config = tmp_path / "toolkernel.toml"
+    config.write_text("[plugins.local]\nbatch_size = 4\nlog_every = 0\n")
+    kernel = Kernel.from_config(config, load_entry_points=False, plugins=[plugin])
+    embedder = kernel.embedder("local/minilm-l6-int8", log_every=5)  # call options win over the table
+    assert (embedder._options.batch_size, embedder._options.log_every) == (4, 5)
+    with pytest.raises(ConfigError, match=r"\[plugins\.local\] batch_size in Kernel\(settings=...\)"):
+        Kernel(load_entry_points=False, plugins=[plugin], settings={"local": {"batch_size": 0}}).check()

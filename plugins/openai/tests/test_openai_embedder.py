@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import pathlib
 import socket
 import threading
 import time
@@ -280,3 +281,19 @@ def test_the_kernel_builds_openai_embedders_by_name(kernel_with: Callable[..., K
     assert isinstance(embedder, Embedder)
     assert embedder.name == "openai/text-embedding-3-large"
     assert embedder.dimension == 3072
+
+
+def test_the_kernel_builds_the_embedder_from_its_settings(tmp_path: pathlib.Path) -> None:
+    from toolkernel import ConfigError
+
+    config = tmp_path / "toolkernel.toml"
+    config.write_text('[plugins.openai]\nbase_url = "http://127.0.0.1:9/v1"\nmax_batch_size = 16\n')
+    kernel = Kernel.from_config(config, load_entry_points=False, plugins=[plugin])
+    embedder = kernel.embedder("openai/bge-small", dimension=384)  # call options win over the table
+    assert isinstance(embedder, OpenAIEmbedder)
+    assert (embedder._options.base_url, embedder._options.max_batch_size) == ("http://127.0.0.1:9/v1", 16)
+    assert embedder.dimension == 384
+    with pytest.raises(
+        ConfigError, match=r"\[plugins\.openai\] max_batch from the call's options: unknown key"
+    ):
+        kernel.embedder("openai/bge-small", max_batch=3)

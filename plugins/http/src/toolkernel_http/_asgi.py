@@ -272,7 +272,9 @@ class _StreamableEndpoint:
             if message is None:
                 await send_refusal(send, refused)
                 return
-        if (unsupported := _unsupported_version(scope)) is not None:
+        if (unsupported := _unsupported_version(scope)) is not None and _META_VERSION not in body:
+            # A 2026-07-28 request names its version in _meta too: the SDK answers it with an
+            # UnsupportedProtocolVersionError carrying the request's id and the supported versions.
             supported = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
             await send_error(
                 send,
@@ -326,6 +328,9 @@ class _LegacySSEEndpoint:
                     await self.server.run(read, write, self.server.create_initialization_options())
         finally:
             self.open -= 1
+
+
+_META_VERSION = b'"io.modelcontextprotocol/protocolVersion"'
 
 
 def _unsupported_version(scope: Scope) -> str | None:

@@ -9,27 +9,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
 
 from toolkernel_local_embed.models import DEFAULT_MODEL, MODELS, Encoder, ModelSpec, load_encoder
+from toolkernel_local_embed.options import LocalOptions
 
 log = structlog.get_logger("toolkernel_local_embed")
 
 ProgressCallback = Callable[[int, int], None]
 """``callback(done, total)``: texts embedded so far in this call, and texts in the call."""
-
-
-class LocalOptions(BaseModel):
-    """Options of ``local/<model>``, validated when the embedder is made so typos fail early."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    batch_size: int = Field(default=32, gt=0, description="Texts per model call (and per worker-thread hop).")
-    max_tokens: int = Field(
-        default=256, gt=0, le=512, description="MiniLM: tokens kept per text; the rest is cut."
-    )
-    threads: int | None = Field(default=None, gt=0, description="MiniLM: onnxruntime threads; None = cores.")
-    log_every: int = Field(default=20, ge=0, description="Log progress every N batches; 0 = never.")
 
 
 class LocalEmbedder:
@@ -105,9 +92,16 @@ def local_embedder(
     model: str = DEFAULT_MODEL, *, progress: ProgressCallback | None = None, **options: Any
 ) -> LocalEmbedder:
     """Make ``local/<model>`` (a key of :data:`~toolkernel_local_embed.models.MODELS`) with options."""
+    return local_embedder_from_options(model, LocalOptions(**options), progress)
+
+
+def local_embedder_from_options(
+    model: str, options: LocalOptions, progress: ProgressCallback | None = None
+) -> LocalEmbedder:
+    """Make ``local/<model>`` with validated options (what the kernel does with ``[plugins.local]``)."""
     try:
         spec = MODELS[model]
     except KeyError:
         known = ", ".join(f"local/{name}" for name in MODELS)
         raise LookupError(f"no local embedding model {model!r}; available: {known}") from None
-    return LocalEmbedder(spec, LocalOptions(**options), progress)
+    return LocalEmbedder(spec, options, progress)

@@ -1,0 +1,20 @@
+"""Options of ``local/<model>``: the ``[plugins.local]`` settings; imports no model runtime."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["LocalOptions"]
+
+
+class LocalOptions(BaseModel):
+    """Options of ``local/<model>``, validated when the embedder is made so typos fail early."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    batch_size: int = Field(default=32, gt=0, description="Texts per model call (and per worker-thread hop).")
+    max_tokens: int = Field(
+        default=256, gt=0, le=512, description="MiniLM: tokens kept per text; the rest is cut."
+    )
+    threads: int | None = Field(default=None, gt=0, description="MiniLM: onnxruntime threads; None = cores.")
+    log_every: int = Field(default=20, ge=0, description="Log progress every N batches; 0 = never.")
