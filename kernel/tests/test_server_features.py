@@ -204,7 +204,8 @@ async def test_resources_list_read_and_templates(kernel, mode):
     assert user[0].text == "user 42"
     assert user[0].uri == "mem://users/42"
     assert repo[0].text == "octo:cat"
-    assert not_found.value.code == -32002
+    # An unknown resource: -32002 on the 2025 era, -32602 from 2026-07-28 on (SEP-2164).
+    assert not_found.value.code == (-32002 if mode == "legacy" else types.INVALID_PARAMS)
     assert wrong_type.value.code == types.INTERNAL_ERROR
     assert wrong_type.value.message == "resource 'mem://bad/1' reader returned int, not str/bytes"
 

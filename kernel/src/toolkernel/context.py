@@ -6,17 +6,19 @@ channel. Elicitation and sampling work in both protocol eras: on the 2025 handsh
 era they are server-to-client requests sent mid-call; on 2026-07-28 they become an
 ``input_required`` result, and the tool is run again from the start once the client
 answers, each question receiving its recorded answer (so a tool must ask its
-questions in the same order on every run).
+questions in the same order on every run). A tool running as a task
+(:mod:`toolkernel.tasks`) instead waits, its task ``input_required``, until the client
+answers with ``tasks/update``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from toolkernel.auth import AuthInfo
 
@@ -24,6 +26,17 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
     from toolkernel.server import MCPServer
+    from toolkernel.tasks import TaskHandle
+
+__all__ = [
+    "Elicitation",
+    "InputRequired",
+    "LogLevel",
+    "RequestValues",
+    "Sampled",
+    "ToolContext",
+    "encode_state",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -82,14 +95,13 @@ class InputRequired(Exception):
     """Raised inside a tool on the 2026-07-28 era to ask the client for input; the kernel
     turns it into an ``input_required`` result. Tools never catch it."""
 
-    def __init__(self, key: str, request: Any, state: dict[str, Any]) -> None:
-        super().__init__(key)
-        self.key = key
-        self.request = request
+    def __init__(self, requests: dict[str, Any], state: dict[str, Any]) -> None:
+        super().__init__(", ".join(requests))
+        self.requests = requests
         self.state = state
 
 
-_STATE_PREFIX = "tk1:"
+_STATE_PREFIX = "tk2:"
 
 
 class ToolContext:
@@ -109,6 +121,8 @@ class ToolContext:
         auth: AuthInfo | None = None,
         input_responses: Mapping[str, Any] | None = None,
         request_state: str | None = None,
+        task: TaskHandle | None = None,
+        detach: Callable[[], Awaitable[TaskHandle]] | None = None,
     ) -> None:
         self.server = server
         self.tool_name = tool_name
@@ -120,6 +134,9 @@ class ToolContext:
         self._answers: dict[str, Any] = _decode_state(request_state)
         if input_responses:
             self._answers.update({k: _dump(v) for k, v in input_responses.items()})
+        self._task = task
+        self._detach = detach
+        self._unanswered: dict[str, Any] = {}
 
     # -- facts about the request --------------------------------------------------
 
@@ -146,6 +163,37 @@ class ToolContext:
     def headers(self) -> Mapping[str, str] | None:
         """HTTP request headers, when the transport has them (client-supplied: not identity)."""
         return getattr(self._request.request, "headers", None) if self._request is not None else None
+
+    @property
+    def task_id(self) -> str | None:
+        """The id of the task this call runs as; ``None`` while it runs inside its request."""
+        return self._task.task_id if self._task is not None else None
+
+    def client_supports(self, capability: Literal["elicitation", "sampling", "roots"]) -> bool:
+        """Whether the client declared ``capability`` (for this request, on 2026-07-28).
+
+        ``True`` when the call did not come over MCP at all, so in-process calls are not
+        refused: :meth:`elicit` and friends fail there anyway, with a clearer message.
+        """
+        connection = getattr(getattr(self._request, "session", None), "_connection", None)
+        capabilities = getattr(connection, "client_capabilities", None)
+        if self._request is None or capabilities is None:
+            return self._request is None
+        return getattr(capabilities, capability, None) is not None
+
+    async def run_as_task(self) -> bool:
+        """Go on as a task: the client is answered with a ``CreateTaskResult`` now and polls for the rest.
+
+        For a tool declared ``task=..., task_start="detach"``, which asks its questions
+        inside the request first (the ``input_required`` round trips of 2026-07-28) and
+        then detaches. Returns ``False``, doing nothing, when the client did not opt into
+        tasks or the call already runs as one.
+        """
+        if self._task is not None or self._detach is None:
+            return False
+        detach, self._detach = self._detach, None
+        self._task = await detach()
+        return True
 
     @property
     def cancel_requested(self) -> bool:
@@ -176,7 +224,14 @@ class ToolContext:
         return True
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Report progress; a no-op when the client sent no progress token."""
+        """Report progress; a no-op when the client sent no progress token.
+
+        In a task, progress becomes the task's ``statusMessage`` instead.
+        """
+        if self._task is not None:
+            total_text = f"/{total:g}" if total is not None else ""
+            await self._task.status(message or f"{progress:g}{total_text}")
+            return
         if (
             self._request is None
             or not self._request.meta
@@ -190,7 +245,7 @@ class ToolContext:
         from toolkernel._logging import get_logger
 
         get_logger("toolkernel.tool").log(_LEVELS.get(level, 20), message, tool=self.tool_name, **data)
-        if self._request is None:
+        if self._request is None or self._task is not None:
             return
         # Handshake era: honour the level the client chose with logging/setLevel.
         from toolkernel._serving import LOG_LEVEL_STATE
@@ -220,8 +275,12 @@ class ToolContext:
         """``log("error", ...)``."""
         await self.log("error", message, **data)
 
-    async def elicit(self, message: str, schema: type[M]) -> Elicitation[M]:
-        """Ask the user for structured input matching ``schema`` (flat primitive fields)."""
+    async def elicit(self, message: str, schema: type[M], *, key: str | None = None) -> Elicitation[M]:
+        """Ask the user for structured input matching ``schema`` (flat primitive fields).
+
+        ``key`` names the question in a 2026-07-28 ``inputRequests`` map (default
+        ``elicit-<n>``, counting this call's questions).
+        """
         from mcp.server.elicitation import render_elicitation_schema
         from mcp_types import ElicitRequest, ElicitRequestFormParams, ElicitResult
 
@@ -229,8 +288,10 @@ class ToolContext:
         params = ElicitRequestFormParams(message=message, requested_schema=requested)
         raw = await self._ask(
             "elicit",
+            "elicitation",
             ElicitRequest(params=params),
             lambda s: s.elicit_form(message, requested, related_request_id=self._request_id_or_none()),
+            key,
         )
         result = ElicitResult.model_validate(raw)
         if result.action != "accept":
@@ -244,8 +305,23 @@ class ToolContext:
         max_tokens: int = 512,
         system_prompt: str | None = None,
         temperature: float | None = None,
+        stop_sequences: list[str] | None = None,
+        model_preferences: ModelPreferences | Mapping[str, Any] | None = None,
+        include_context: Literal["none", "thisServer", "allServers"] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        key: str | None = None,
     ) -> Sampled:
-        """Ask the client's LLM for a completion of ``prompt`` (a string or sampling messages)."""
+        """Ask the client's LLM for a completion of ``prompt`` (a string or sampling messages).
+
+        :param max_tokens: the most tokens the client should sample.
+        :param stop_sequences: sequences that end the completion.
+        :param model_preferences: hints and priorities for the client's model choice
+            (:class:`ModelPreferences` or its wire dict: ``hints``, ``costPriority``,
+            ``speedPriority``, ``intelligencePriority``).
+        :param include_context: which MCP servers' context the client should include.
+        :param metadata: provider-specific values passed through to the client.
+        :param key: the question's name in a 2026-07-28 ``inputRequests`` map.
+        """
         from mcp_types import (
             CreateMessageRequest,
             CreateMessageRequestParams,
@@ -253,46 +329,117 @@ class ToolContext:
             SamplingMessage,
             TextContent,
         )
+        from mcp_types import ModelPreferences as WirePreferences
 
         messages = (
             [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))]
             if isinstance(prompt, str)
             else [SamplingMessage.model_validate(m) for m in prompt]
         )
-        params = CreateMessageRequestParams(
-            messages=messages, max_tokens=max_tokens, system_prompt=system_prompt, temperature=temperature
+        preferences = (
+            None
+            if model_preferences is None
+            else WirePreferences.model_validate(
+                model_preferences.model_dump(by_alias=True, exclude_none=True)
+                if isinstance(model_preferences, BaseModel)
+                else dict(model_preferences)
+            )
         )
+        options: dict[str, Any] = {
+            "max_tokens": max_tokens,
+            "system_prompt": system_prompt,
+            "temperature": temperature,
+            "stop_sequences": list(stop_sequences) if stop_sequences is not None else None,
+            "model_preferences": preferences,
+            "include_context": include_context,
+            "metadata": dict(metadata) if metadata is not None else None,
+        }
+        params = CreateMessageRequestParams(messages=messages, **options)
         raw = await self._ask(
             "sample",
+            "sampling",
             CreateMessageRequest(params=params),
             lambda s: s.create_message(
-                messages=messages,
-                max_tokens=max_tokens,
-                system_prompt=system_prompt,
-                temperature=temperature,
-                related_request_id=self._request_id_or_none(),
+                messages=messages, related_request_id=self._request_id_or_none(), **options
             ),
+            key,
         )
         result = CreateMessageResult.model_validate(raw)
         text = getattr(result.content, "text", "")
         return Sampled(text=text, model=result.model, stop_reason=result.stop_reason)
+
+    async def list_roots(self, *, key: str | None = None) -> list[Root]:
+        """Ask the client for its roots: the directories or files it lets this server work in.
+
+        ``key`` names the question in a 2026-07-28 ``inputRequests`` map.
+        """
+        from mcp_types import ListRootsRequest, ListRootsResult
+
+        raw = await self._ask("roots", "roots", ListRootsRequest(), lambda s: s.list_roots(), key)
+        listed = ListRootsResult.model_validate(raw)
+        return [Root(uri=str(r.uri), name=r.name) for r in listed.roots]
 
     # -- internals --------------------------------------------------------------------
 
     def _request_id_or_none(self) -> Any:
         return self._request.request_id if self._request is not None else None
 
-    async def _ask(self, kind: str, request: Any, send: Any) -> dict[str, Any]:
-        """Ask one question on whichever channel this request's era has."""
+    async def _ask(
+        self,
+        kind: str,
+        capability: Literal["elicitation", "sampling", "roots"],
+        request: Any,
+        send: Any,
+        key: str | None,
+    ) -> dict[str, Any]:
+        """Ask one question on whichever channel this call has.
+
+        A task parks until ``tasks/update`` answers; the 2025 era sends a request to the
+        client mid-call; 2026-07-28 answers from the call's ``inputResponses`` or ends
+        the call with an ``input_required`` result. Questions asked concurrently (from
+        a task group) go out together, in one result.
+        """
         if self._request is None:
             raise RuntimeError(f"ctx.{kind}() needs a client: this call did not come over MCP")
         self._asked += 1
-        if not _is_modern(self._request.protocol_version):
+        key = key or f"{kind}-{self._asked}"
+        modern = _is_modern(self._request.protocol_version)
+        if modern and not self.client_supports(capability):
+            from toolkernel.errors import missing_capability
+
+            raise missing_capability({capability: {}}, f"ctx.{kind}() in tool {self.tool_name!r}")
+        if self._task is not None:
+            wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return await self._task.ask(key, wire)
+        if not modern:
             return _dump(await send(self._request.session))
-        key = f"{kind}-{self._asked}"
         if key in self._answers:
             return dict(self._answers[key])
-        raise InputRequired(key, request, self._answers)
+        import anyio
+
+        self._unanswered[key] = request
+        await anyio.lowlevel.checkpoint()  # let sibling questions of a task group join this round
+        raise InputRequired(dict(self._unanswered), self._answers)
+
+
+class Root(BaseModel):
+    """One of the client's roots (:meth:`ToolContext.list_roots`)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    uri: str
+    name: str | None = None
+
+
+class ModelPreferences(BaseModel):
+    """What the client should weigh when it picks a model to sample with."""
+
+    model_config = ConfigDict(defer_build=True, populate_by_name=True)
+
+    hints: list[dict[str, str]] | None = None
+    cost_priority: float | None = Field(None, alias="costPriority", ge=0, le=1)
+    speed_priority: float | None = Field(None, alias="speedPriority", ge=0, le=1)
+    intelligence_priority: float | None = Field(None, alias="intelligencePriority", ge=0, le=1)
 
 
 _SEVERITY: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -314,16 +461,49 @@ def _dump(value: Any) -> dict[str, Any]:
 
 
 def encode_state(answers: Mapping[str, Any]) -> str:
-    """Pack the answers given so far into the opaque ``request_state`` of a retry."""
-    raw = json.dumps(answers, separators=(",", ":"), sort_keys=True).encode()
-    return _STATE_PREFIX + base64.urlsafe_b64encode(raw).decode()
+    """Pack the answers given so far into the opaque ``request_state`` of a retry, signed.
+
+    The signature (HMAC-SHA256 under :func:`state_key`) is what lets a retry's answers be
+    trusted: the client only echoes the state back.
+    """
+    raw = base64.urlsafe_b64encode(json.dumps(answers, separators=(",", ":"), sort_keys=True).encode())
+    return _STATE_PREFIX + raw.decode() + "." + _sign(raw)
+
+
+def _sign(raw: bytes) -> str:
+    import hashlib
+    import hmac
+
+    return base64.urlsafe_b64encode(hmac.new(state_key(), raw, hashlib.sha256).digest()).decode().rstrip("=")
+
+
+_state_key: bytes | None = None
+
+
+def state_key() -> bytes:
+    """The key ``requestState`` is signed with: ``TOOLKERNEL_STATE_SECRET`` (replicas behind one
+    endpoint must share it), else a random key made once per process."""
+    global _state_key
+    if _state_key is None:
+        import os
+        import secrets
+
+        secret = os.environ.get("TOOLKERNEL_STATE_SECRET")
+        _state_key = secret.encode() if secret else secrets.token_bytes(32)
+    return _state_key
 
 
 def _decode_state(state: str | None) -> dict[str, Any]:
-    if not state or not state.startswith(_STATE_PREFIX):
+    """The answers packed in ``state``; :class:`~toolkernel.errors.ProtocolError` (-32602) when it
+    was not made by this server (altered, or signed with another key)."""
+    if not state:
         return {}
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(state[len(_STATE_PREFIX) :]))
-    except (ValueError, json.JSONDecodeError):
-        return {}
+    import hmac
+
+    from toolkernel.errors import ProtocolError
+
+    raw, _, signature = state.removeprefix(_STATE_PREFIX).partition(".")
+    if not state.startswith(_STATE_PREFIX) or not hmac.compare_digest(signature, _sign(raw.encode())):
+        raise ProtocolError(-32602, "requestState failed its integrity check: it was altered or is not ours")
+    decoded = json.loads(base64.urlsafe_b64decode(raw))
     return decoded if isinstance(decoded, dict) else {}

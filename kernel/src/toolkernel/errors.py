@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "MCPClientError",
+    "MissingDependencyError",
+    "PluginLoadError",
+    "RegistrationError",
+    "ToolExecutionError",
+    "ToolkernelError",
+]
+
 
 class ToolkernelError(Exception):
     """Base class of every error toolkernel raises on purpose."""
@@ -39,3 +51,35 @@ class MCPClientError(ToolkernelError):
         super().__init__(f"{server}: {message}" + (f" (code {code})" if code is not None else ""))
         self.server = server
         self.code = code
+
+
+class ProtocolError(ToolkernelError):
+    """Raised by a tool to answer its call with a JSON-RPC error rather than an ``isError`` result.
+
+    A call running as a task ends ``failed`` with this error instead.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def error(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` object: ``code``, ``message`` and ``data`` when there is some."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+
+
+def missing_capability(capabilities: dict[str, Any], why: str) -> ProtocolError:
+    """The -32021 error of a request that needs client ``capabilities`` the client did not declare."""
+    return ProtocolError(
+        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        f"{why}: the client did not declare {', '.join(sorted(capabilities))}",
+        {"requiredCapabilities": capabilities},
+    )

@@ -11,6 +11,13 @@ from typing import Any
 from toolkernel.errors import ConfigError
 from toolkernel.resources import Completer
 
+__all__ = [
+    "Prompt",
+    "PromptArgument",
+    "PromptOutput",
+    "prompt",
+]
+
 _NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
 
 PromptOutput = str | Sequence[Any]
@@ -30,6 +37,9 @@ class PromptArgument:
 class Prompt:
     """A prompt template: ``render(**arguments)`` returns its messages.
 
+    A ``render`` parameter annotated :class:`~toolkernel.ToolContext` is not an
+    argument: it receives the request's context, to ask the client for input.
+
     Several prompts may share a ``name`` with different ``version`` strings; clients
     get the one added last unless they select one with ``_meta["toolkernel/version"]``.
     """
@@ -42,6 +52,9 @@ class Prompt:
     version: str | None = None
     complete: Mapping[str, Completer] = field(default_factory=dict)
     meta: dict[str, Any] | None = None
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and get it (enforced when the server has auth on)."""
+    context_param: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -50,8 +63,9 @@ class Prompt:
             )
         if not callable(self.render):
             raise ConfigError(f"prompt {self.name!r}: render must be callable")
+        self.context_param = _context_param(self.render)
         if self.arguments is None:
-            self.arguments = _arguments_from_signature(self.render)
+            self.arguments = _arguments_from_signature(self.render, self.context_param)
         names = {a.name for a in self.arguments}
         unknown = set(self.complete) - names
         if unknown:
@@ -85,6 +99,7 @@ def prompt(
     title: str | None = None,
     version: str | None = None,
     complete: Mapping[str, Completer] | None = None,
+    scopes: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Prompt]:
     """Make a :class:`Prompt` from a function whose parameters are its arguments."""
 
@@ -98,14 +113,29 @@ def prompt(
             title=title,
             version=version,
             complete=dict(complete or {}),
+            scopes=tuple(scopes.split() if isinstance(scopes, str) else scopes),
         )
 
     return build
 
 
-def _arguments_from_signature(fn: Callable[..., Any]) -> list[PromptArgument]:
+def _arguments_from_signature(fn: Callable[..., Any], context_param: str | None) -> list[PromptArgument]:
     return [
         PromptArgument(name=p.name, required=p.default is p.empty)
         for p in inspect.signature(fn).parameters.values()
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name != context_param
     ]
+
+
+def _context_param(fn: Callable[..., Any]) -> str | None:
+    """The parameter annotated :class:`~toolkernel.ToolContext`: a prompt that takes one can ask
+    the client for input while rendering (``ctx.elicit``, ``ctx.sample``, ``ctx.list_roots``)."""
+    from typing import get_type_hints
+
+    from toolkernel.context import ToolContext
+
+    try:
+        hints = get_type_hints(fn)
+    except (NameError, TypeError):
+        return None
+    return next((name for name, hint in hints.items() if hint is ToolContext and name != "return"), None)

@@ -23,6 +23,18 @@ from toolkernel.tools import Tool, create_tool, tool
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
+    from toolkernel.tasks import TaskStore
+
+
+__all__ = [
+    "Agent",
+    "AskInput",
+    "MCPServer",
+    "Package",
+    "Remote",
+    "Repository",
+    "Workflow",
+]
 
 
 @runtime_checkable
@@ -87,6 +99,11 @@ class MCPServer:
     :param agents: ``{key: agent}`` exposed as ``ask_<key>``.
     :param workflows: ``{key: workflow}`` exposed as ``run_<key>``.
     :param middleware: async middleware around this server's tool calls.
+    :param page_size: the most items one ``tools/list``, ``resources/list``,
+        ``resources/templates/list`` or ``prompts/list`` page holds; the client follows
+        ``nextCursor`` for the rest. ``None`` (the default) lists everything at once.
+    :param task_store: where the state of tools running as tasks lives
+        (:class:`toolkernel.tasks.TaskStore`); in memory by default.
     """
 
     def __init__(
@@ -110,6 +127,8 @@ class MCPServer:
         packages: Sequence[Package | Mapping[str, Any]] = (),
         remotes: Sequence[Remote | Mapping[str, Any]] = (),
         kernel: Kernel | None = None,
+        page_size: int | None = None,
+        task_store: TaskStore | None = None,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("MCPServer: name must be a non-empty string")
@@ -126,7 +145,12 @@ class MCPServer:
         self.release_date = release_date
         self.packages = [Package.model_validate(p) for p in packages]
         self.remotes = [Remote.model_validate(r) for r in remotes]
+        if page_size is not None and (not isinstance(page_size, int) or page_size < 1):
+            raise ConfigError(f"MCPServer {name!r}: page_size must be a positive integer or None")
+        self.page_size = page_size
+        self.task_store = task_store
         self.middleware: list[ToolMiddleware] = list(middleware)
+        self._revision = 0
         self._tools: dict[str, Tool] = {}
         self._generated: dict[str, Tool] = {}
         self._resources: dict[str, Resource] = {}
@@ -159,7 +183,17 @@ class MCPServer:
             _warn(f"tool {t.name!r} replaces the agent/workflow tool of the same name")
             del self._generated[t.name]
         self._tools[t.name] = t
+        self._revision += 1
         return t
+
+    def remove_tool(self, name: str) -> Tool:
+        """Take a tool away; connected clients see it gone after :meth:`notify_list_changed`."""
+        try:
+            removed = self._tools.pop(name)
+        except KeyError:
+            raise LookupError(f"MCPServer {self.name!r} has no tool {name!r}") from None
+        self._revision += 1
+        return removed
 
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Decorator form of :meth:`add_tool`; takes the options of :func:`toolkernel.tool`."""
@@ -183,6 +217,7 @@ class MCPServer:
             self._templates[item.uri_template] = item
         else:
             raise ConfigError(f"MCPServer {self.name!r}: expected Resource or ResourceTemplate, got {item!r}")
+        self._revision += 1
 
     def add_prompt(self, item: Prompt) -> None:
         """Add a prompt; several versions of one name may coexist."""
@@ -192,6 +227,20 @@ class MCPServer:
         if item.version in versions:
             raise ConfigError(f"MCPServer {self.name!r}: prompt {item.key!r} is defined twice")
         versions[item.version] = item
+        self._revision += 1
+
+    def remove_prompt(self, name: str, version: str | None = None) -> Prompt:
+        """Take a prompt (one version of it when ``version`` is given) away."""
+        versions = self._prompts.get(name, {})
+        if not versions or (version is not None and version not in versions):
+            raise LookupError(
+                f"MCPServer {self.name!r} has no prompt {name!r}" + (f"@{version}" if version else "")
+            )
+        removed = versions.pop(version if version is not None else list(versions)[-1])
+        if not versions:
+            del self._prompts[name]
+        self._revision += 1
+        return removed
 
     def _add_generated(self, t: Tool) -> None:
         if t.name in self._tools:
@@ -202,6 +251,7 @@ class MCPServer:
         if t.name in self._generated:
             raise ConfigError(f"MCPServer {self.name!r}: {t.name!r} is produced by two agents/workflows")
         self._generated[t.name] = t
+        self._revision += 1
 
     # -- what the server offers (after plugin contributions are merged by the kernel) ----------
 

@@ -24,7 +24,20 @@ from toolkernel.errors import ConfigError
 
 if TYPE_CHECKING:
     from toolkernel.events import ToolEvent
+    from toolkernel.tasks import TaskSupport
     from toolkernel.threads import WorkerThreads
+
+__all__ = [
+    "Tool",
+    "ToolAnnotations",
+    "ToolCallback",
+    "ToolInputError",
+    "ToolOutputError",
+    "ToolResult",
+    "create_tool",
+    "text_block",
+    "tool",
+]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
 
@@ -77,6 +90,10 @@ class Tool:
     meta: dict[str, Any] | None = None
     context_param: str | None = None
     calling: Literal["kwargs", "input"] = "kwargs"
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and call the tool (enforced when the server has auth on)."""
+    task: TaskSupport | None = None
+    task_start: Literal["call", "detach"] = "call"
     on_input_start: ToolCallback | None = None
     on_input_delta: ToolCallback | None = None
     on_input_available: ToolCallback | None = None
@@ -90,6 +107,14 @@ class Tool:
             )
         if not isinstance(self.description, str):
             raise ConfigError(f"tool {self.name!r}: description must be a string")
+        if self.task not in (None, "optional", "required"):
+            raise ConfigError(
+                f"tool {self.name!r}: task must be 'optional', 'required' or None, not {self.task!r}"
+            )
+        if self.task_start not in ("call", "detach"):
+            raise ConfigError(
+                f"tool {self.name!r}: task_start must be 'call' or 'detach', not {self.task_start!r}"
+            )
         if self.input_schema.get("type") != "object":
             raise ConfigError(f"tool {self.name!r}: input schema must describe an object (type: object)")
         self.is_async = inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(
@@ -175,6 +200,8 @@ class Tool:
             out["outputSchema"] = self.output_schema
         if self.annotations is not None:
             out["annotations"] = self.annotations.model_dump(by_alias=True, exclude_none=True)
+        if self.task is not None:
+            out["execution"] = {"taskSupport": self.task}
         if self.meta:
             out["_meta"] = self.meta
         return out
@@ -198,6 +225,9 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
+    task: TaskSupport | None = None,
+    task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -215,6 +245,9 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
+    task: TaskSupport | None = None,
+    task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -225,6 +258,11 @@ def tool(
     The description defaults to the docstring; a parameter annotated
     :class:`~toolkernel.ToolContext` receives the context; a return annotation that is
     a pydantic model (or ``output_schema=``) becomes the output schema.
+
+    ``task="optional"`` lets the call run as a task (:mod:`toolkernel.tasks`) when the
+    client supports tasks; ``"required"`` refuses clients that do not (-32021). The task
+    is created when the call starts, or with ``task_start="detach"`` when the tool calls
+    :meth:`ToolContext.run_as_task`, after asking its questions inside the request.
     """
 
     def build(func: Callable[..., Any]) -> Tool:
@@ -261,6 +299,9 @@ def tool(
             annotations=_annotations(annotations),
             meta=dict(meta) if meta else None,
             context_param=context_param,
+            scopes=_scopes(scopes, name or func.__name__),
+            task=task,
+            task_start=task_start,
             on_input_start=on_input_start,
             on_input_delta=on_input_delta,
             on_input_available=on_input_available,
@@ -280,6 +321,9 @@ def create_tool(
     title: str | None = None,
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
+    task: TaskSupport | None = None,
+    task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
@@ -322,6 +366,9 @@ def create_tool(
         annotations=_annotations(annotations),
         meta=dict(meta) if meta else None,
         calling="input",
+        scopes=_scopes(scopes, id),
+        task=task,
+        task_start=task_start,
         on_input_start=on_input_start,
         on_input_delta=on_input_delta,
         on_input_available=on_input_available,
@@ -332,6 +379,17 @@ def create_tool(
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
+
+
+def _scopes(scopes: Sequence[str], name: str) -> tuple[str, ...]:
+    """Scopes as a tuple of non-empty strings without spaces (OAuth scope tokens)."""
+    if isinstance(scopes, str):
+        scopes = scopes.split()
+    out = tuple(scopes)
+    for scope in out:
+        if not isinstance(scope, str) or not scope or " " in scope:
+            raise ConfigError(f"tool {name!r}: scope {scope!r} is not an OAuth scope token")
+    return out
 
 
 def _no_input_model(name: str) -> type[BaseModel]:

@@ -1,4 +1,4 @@
-"""The built-in sub-commands: serve, plugins, inspect, call, version."""
+"""The built-in sub-commands: serve, dev, list, plugins, plugin, inspect, call, version."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolkernel import hookimpl
+from toolkernel._builtin import devserver
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
@@ -23,10 +24,22 @@ def register_commands(registry: CommandRegistry) -> None:
     registry.add("serve", _serve_args, _serve, help="Serve an MCPServer (path/file.py:attr or module:attr).")
     registry.add("plugins", _plugins_args, _plugins, help="List plugins without importing their backends.")
     registry.add(
+        "plugin", _plugin_args, _plugin, help="Write a new plugin distribution (plugin new NAME --kind KIND)."
+    )
+    registry.add(
         "inspect", _inspect_args, _inspect, help="Show a server's info, tools, resources and prompts."
     )
     registry.add("call", _call_args, _call, help="Call one tool on a server and print the result.")
     registry.add("version", lambda p: None, _version, help="Print the toolkernel version.")
+    registry.add(
+        "dev",
+        devserver.dev_args,
+        devserver.dev,
+        help="Serve over HTTP, restart on code changes and open the MCP Inspector.",
+    )
+    registry.add(
+        "list", devserver.list_args, devserver.list_, help="List what a server offers, without serving it."
+    )
 
 
 # -- serve ------------------------------------------------------------------------------------
@@ -47,6 +60,13 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
         "(any web page could call the tools)",
     )
     parser.add_argument(
+        "--auth",
+        default=None,
+        metavar="PROVIDER",
+        help="require a token: the auth provider that checks it (toolkernel-oauth: jwt, introspection, "
+        "static-tokens, chain); network transports only",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -64,6 +84,12 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
+    if args.auth is not None:
+        if args.transport == "stdio":
+            raise ConfigError("--auth applies to network transports (http, sse), not to stdio")
+        if args.auth not in kernel.auth_providers:
+            known = ", ".join(kernel.auth_providers) or "none (pip install toolkernel-oauth)"
+            raise ConfigError(f"--auth {args.auth!r}: no such auth provider; available: {known}")
     try:
         options = serve_options(args)
     except ValidationError as exc:
@@ -78,10 +104,13 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
-    """The ``ServeOptions`` of a ``serve`` command line (``--insecure`` goes to the transport's extra)."""
+    """The ``ServeOptions`` of a ``serve`` command line (``--insecure`` and ``--auth`` go to the
+    transport's extra)."""
     from toolkernel.transports import ServeOptions
 
-    extra = {"insecure": True} if args.insecure else {}
+    extra: dict[str, Any] = {"insecure": True} if args.insecure else {}
+    if args.auth is not None:
+        extra["auth"] = args.auth
     return ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
 
 
@@ -119,6 +148,32 @@ def _plugins(args: argparse.Namespace, kernel: Kernel) -> int:
             print(f"    hooks: {', '.join(info.hooks)}")
         if info.error:
             print(f"    error: {info.error}")
+    return 0
+
+
+# -- plugin new ------------------------------------------------------------------------------
+
+
+def _plugin_args(parser: argparse.ArgumentParser) -> None:
+    from toolkernel._scaffold import KINDS
+
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    new = actions.add_parser(
+        "new", help="write a ready plugin distribution: pyproject, module, tests, README"
+    )
+    new.add_argument("name", metavar="NAME", help="the plugin's name, e.g. lancedb (toolkernel-NAME)")
+    new.add_argument("--kind", required=True, choices=KINDS, help="what the plugin provides")
+    new.add_argument("--dir", default=None, help="where to write it (default ./toolkernel-NAME)")
+
+
+def _plugin(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel._scaffold import new_plugin
+
+    written = new_plugin(args.name, args.kind, args.dir)
+    root = written[0].parent
+    for path in written:
+        print(path)
+    print(f"\nnext: pip install -e '{root}[test]' && pytest {root}", file=sys.stderr)
     return 0
 
 
@@ -172,6 +227,8 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         if args.env:
             raise ConfigError("--env applies to a command-line server, not to a URL")
         server: dict[str, Any] = {"url": args.server, "headers": _pairs(args.header, ":", "--header")}
+        if "oauth" in kernel.client_auth and not any(h.lower() == "authorization" for h in server["headers"]):
+            server["auth"] = {"type": "oauth"}  # tokens kept by `toolkernel auth login`
     else:
         if args.header:
             raise ConfigError("--header applies to a URL server, not to a command line")

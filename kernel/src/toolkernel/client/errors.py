@@ -9,6 +9,13 @@ from toolkernel.errors import MCPClientError
 if TYPE_CHECKING:
     from toolkernel.client._content import ToolOutput
 
+__all__ = [
+    "CONNECTION_CLOSED",
+    "REQUEST_CANCELLED",
+    "REQUEST_TIMEOUT",
+    "ToolError",
+]
+
 REQUEST_TIMEOUT = -32001
 """The code of an :class:`MCPClientError` for a request that ran out of time (as the SDK uses it)."""
 CONNECTION_CLOSED = -32000

@@ -105,7 +105,7 @@ def asgi_app(
     opts = options or HTTPServerOptions()
     if overrides:
         opts = HTTPServerOptions.model_validate({**dict(opts), **overrides})
-    check_exposure(opts, host, authenticated=authenticated)
+    check_exposure(opts, host, authenticated=authenticated or opts.auth is not None)
     protocol_server, serving = _resolve(server)
     if opts.stateless and hasattr(protocol_server, "notification_options"):
         # No session, no GET stream: list-changed notifications could never reach a client.
@@ -162,6 +162,8 @@ def asgi_app(
         routes.append(Route(opts.sse_path, endpoint=legacy, methods=["GET"]))
         routes.append(Mount(opts.messages_path, app=sse.handle_post_message))
 
+    if opts.auth is not None:
+        routes = _auth_layer(opts.auth, serving).protect(routes, path=path, serving=serving)
     app.router.routes.extend(routes)
     app.session_manager = manager
     app.sessions = sessions
@@ -174,6 +176,23 @@ def asgi_app(
     app.add_middleware(_Guard, hosts=hosts, origins=origins, max_body_bytes=opts.max_body_bytes)
     app.add_middleware(_JSONRPCErrors)
     return app
+
+
+def _auth_layer(auth: Any, serving: ServingApp | None) -> Any:
+    """What guards the MCP routes: the object given, or toolkernel-oauth's layer for a provider name."""
+    if not isinstance(auth, str):
+        return auth
+    try:
+        from toolkernel_oauth.resource import ResourceServer
+    except ImportError:
+        from toolkernel.errors import ConfigError
+
+        raise ConfigError(f"auth {auth!r} needs toolkernel-oauth: pip install toolkernel-oauth") from None
+    if serving is None:
+        from toolkernel.errors import ConfigError
+
+        raise ConfigError("auth by provider name needs a toolkernel MCPServer (its kernel has the providers)")
+    return ResourceServer.from_kernel(serving.kernel, auth)
 
 
 def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:
@@ -263,6 +282,7 @@ class _StreamableEndpoint:
             return
         if scope["method"] == "POST":
             receive = _fastpath.replaying(body, receive)
+            scope = _trimmed(scope)
         await self.manager.handle_request(scope, receive, send)
 
 
@@ -315,6 +335,22 @@ def _unsupported_version(scope: Scope) -> str | None:
             version = value.decode("latin-1")
             return None if version in SUPPORTED_PROTOCOL_VERSIONS else version
     return None
+
+
+_OWS = b" \t"
+
+
+def _trimmed(scope: Scope) -> Scope:
+    """``scope`` with leading and trailing whitespace cut from its header values.
+
+    RFC 9110 §5.5: a field value's surrounding whitespace is not part of it. Some HTTP
+    parsers (httptools) keep it, and the SDK would then see ``Mcp-Name: " x "`` disagree
+    with the body's ``"x"``. Copies the scope only when a value needs trimming.
+    """
+    headers = scope["headers"]
+    if not any(v[:1] in (b" ", b"\t") or v[-1:] in (b" ", b"\t") for _, v in headers):
+        return scope
+    return {**scope, "headers": [(k, v.strip(_OWS)) for k, v in headers]}
 
 
 def _handshake_era(scope: Scope) -> bool:

@@ -83,6 +83,11 @@ class HTTPServerOptions(BaseModel):
         description="Answer CORS preflights from the allowed origins and expose Mcp-Session-Id to "
         "browser clients (any origin when Origin is not checked).",
     )
+    auth: Any = Field(
+        None,
+        description="Require a token on the MCP endpoints: the name of a registered auth provider "
+        "(toolkernel-oauth), or an object with protect(routes, path=, serving=) (its ResourceServer).",
+    )
     legacy_sse: bool = Field(True, description="Also serve the 2024-11-05 SSE transport (GET sse_path).")
     sse_path: str = Field("/sse", pattern=r"^/", description="Path of the legacy SSE stream.")
     messages_path: str = Field("/messages/", pattern=r"^/", description="Path legacy SSE clients POST to.")

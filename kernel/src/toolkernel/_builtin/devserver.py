@@ -1,0 +1,165 @@
+"""``toolkernel dev`` and ``toolkernel list``: the commands for working on a server.
+
+``dev`` serves a server over Streamable HTTP in a child process that is restarted when a
+watched file changes (with watchfiles, as ``uvicorn --reload`` does) and opens the MCP
+Inspector on it. ``list`` shows what a server definition offers without serving it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolkernel._kernel import Kernel
+
+INSPECTOR = "npx --yes @modelcontextprotocol/inspector"
+"""The MCP Inspector from npm (v2: its launcher takes ``--web --transport http --server-url URL``)."""
+
+
+def dev_args(parser: argparse.ArgumentParser) -> None:
+    """``toolkernel dev`` options."""
+    parser.add_argument("target", metavar="TARGET", help="path/file.py:attr or package.module:attr")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    parser.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
+    parser.add_argument(
+        "--watch",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="file or directory whose changes restart the server (repeatable; default: the "
+        "target file's directory, or the current directory for a module target)",
+    )
+    parser.add_argument("--no-inspector", action="store_true", help="serve and reload only")
+    parser.add_argument(
+        "--inspector-command",
+        default=INSPECTOR,
+        metavar="COMMAND",
+        help=f"how to start the Inspector (default {INSPECTOR!r}); "
+        "'--web --transport http --server-url URL' is appended",
+    )
+
+
+def dev(args: argparse.Namespace, kernel: Kernel) -> int:
+    """Serve TARGET over HTTP, restart it on changes, and run the Inspector beside it until Ctrl-C."""
+    from toolkernel._targets import load_server
+    from toolkernel.errors import ConfigError, MissingDependencyError
+
+    if "http" not in kernel.server_transports:
+        raise ConfigError("toolkernel dev serves over HTTP: pip install toolkernel-http")
+    try:
+        import watchfiles
+    except ImportError:
+        raise MissingDependencyError(
+            "toolkernel dev restarts the server with watchfiles: pip install 'toolkernel[dev]'"
+        ) from None
+    load_server(args.target)  # a bad target fails here, once, not on every restart
+    url = f"http://{args.host}:{args.port}{args.path}"
+    serve = [sys.executable, "-m", "toolkernel", "serve", args.target, "--transport", "http"]
+    serve += ["--host", args.host, "--port", str(args.port), "--path", args.path]
+    watched = [Path(p) for p in args.watch] or [_default_watch(args.target)]
+    for path in watched:
+        if not path.exists():
+            raise ConfigError(f"--watch {str(path)!r}: no such file or directory")
+    inspector = None if args.no_inspector else _start_inspector(args.inspector_command, url)
+    print(f"toolkernel dev: {url}, restarting on changes in {', '.join(map(str, watched))}", file=sys.stderr)
+    try:
+        watchfiles.run_process(*watched, target=shlex.join(serve), target_type="command", callback=_restarted)
+    finally:
+        if inspector is not None:
+            inspector.terminate()
+            try:
+                inspector.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                inspector.kill()
+                inspector.wait(timeout=10)
+    return 0
+
+
+def _default_watch(target: str) -> Path:
+    where = target.rpartition(":")[0]
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        return Path(where).resolve().parent
+    return Path.cwd()
+
+
+def _start_inspector(command: str, url: str) -> subprocess.Popen[bytes]:
+    from toolkernel.errors import ConfigError
+
+    argv = [*shlex.split(command), "--web", "--transport", "http", "--server-url", url]
+    try:
+        return subprocess.Popen(argv)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"cannot start the Inspector ({argv[0]!r} not found): install Node.js 20+, or pass --no-inspector"
+        ) from None
+
+
+def _restarted(changes: set[Any]) -> None:
+    names = sorted({str(Path(path).name) for _, path in changes})
+    print(f"toolkernel dev: {', '.join(names)} changed; restarting", file=sys.stderr)
+
+
+# -- list ---------------------------------------------------------------------------------------
+
+
+def list_args(parser: argparse.ArgumentParser) -> None:
+    """``toolkernel list`` options."""
+    parser.add_argument("target", metavar="TARGET", help="path/file.py:attr or package.module:attr")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def list_(args: argparse.Namespace, kernel: Kernel) -> int:
+    """Print the tools, resources, templates and prompts TARGET offers (plugins' included), unserved."""
+    from toolkernel._targets import load_server
+
+    server = load_server(args.target)
+    if server._kernel is None:
+        server._kernel = kernel
+    fixed, templates = server.all_resources()
+    report: dict[str, list[dict[str, Any]]] = {
+        "tools": [t.describe() for t in server.all_tools().values()],
+        "resources": [
+            {"uri": r.uri, "name": r.name, "description": r.description, "mimeType": r.mime_type}
+            for r in fixed.values()
+        ],
+        "resource_templates": [
+            {"uriTemplate": t.uri_template, "name": t.name, "description": t.description}
+            for t in templates.values()
+        ],
+        "prompts": [
+            {
+                "name": name,
+                "versions": [v for v in versions if v is not None],
+                "description": list(versions.values())[-1].description,
+            }
+            for name, versions in server.all_prompts().items()
+        ],
+    }
+    if args.json:
+        print(json.dumps({"server": {"name": server.name, "version": server.version}, **report}, indent=2))
+        return 0
+    print(f"{server.name} {server.version}")
+    for section, key in (
+        ("tools", "name"),
+        ("resources", "uri"),
+        ("resource_templates", "uriTemplate"),
+        ("prompts", "name"),
+    ):
+        print(f"{section}: {len(report[section])}")
+        for item in report[section]:
+            notes = []
+            if task := item.get("execution", {}).get("taskSupport"):
+                notes.append(f"task: {task}")
+            if item.get("versions"):
+                notes.append("versions: " + ", ".join(item["versions"]))
+            summary = (item.get("description") or "").strip().splitlines()
+            extra = f" [{'; '.join(notes)}]" if notes else ""
+            print(f"  {item[key]}{extra}  {summary[0] if summary else ''}".rstrip())
+    return 0

@@ -1,0 +1,158 @@
+"""`toolkernel list` (a server definition's offer, unserved) and `toolkernel dev` (serve over
+HTTP, restart on code changes, start the Inspector), the latter as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from toolkernel.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SERVER = '''
+from toolkernel import MCPServer, Prompt
+
+app = MCPServer("devtest", "2.0.0")
+
+
+@app.tool
+def first() -> str:
+    """The first tool."""
+    return "first"
+'''
+
+ADDED = '''
+
+@app.tool(task="optional")
+async def second() -> str:
+    """Added while the dev server runs."""
+    return "second"
+
+
+app.add_prompt(Prompt(name="p", render=lambda: "v1", version="1"))
+app.add_prompt(Prompt(name="p", render=lambda: "v2", version="2"))
+'''
+
+
+def test_list_shows_tools_resources_and_prompts(tmp_path, capsys):
+    (tmp_path / "server.py").write_text(SERVER + ADDED)
+    assert main(["list", f"{tmp_path / 'server.py'}:app"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "devtest 2.0.0"
+    assert "tools: 2" in out
+    assert "  first  The first tool." in out
+    assert "  second [task: optional]  Added while the dev server runs." in out
+    assert "  p [versions: 1, 2]" in out
+
+
+def test_list_json(tmp_path, capsys):
+    (tmp_path / "server.py").write_text(SERVER)
+    assert main(["list", f"{tmp_path / 'server.py'}:app", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["server"] == {"name": "devtest", "version": "2.0.0"}
+    assert [t["name"] for t in report["tools"]] == ["first"]
+    assert report["resources"] == report["resource_templates"] == report["prompts"] == []
+
+
+def test_list_bad_target_exits_2(capsys):
+    assert main(["list", "nothing-here.py:app"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _tools(url: str) -> list[str]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/list",
+    }
+    response = httpx.post(url, json=body, headers=headers, timeout=5)
+    data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    reply = json.loads(data[-1]) if data else response.json()
+    return [t["name"] for t in reply["result"]["tools"]]
+
+
+def _wait_for_tools(url: str, wanted: list[str], proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    seen: list[str] | None = None
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "toolkernel dev exited"
+        try:
+            seen = _tools(url)
+            if seen == wanted:
+                return
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"tools never became {wanted}; last seen {seen}")
+
+
+@pytest.mark.timeout(180)
+def test_dev_serves_reloads_and_starts_the_inspector(tmp_path):
+    """The Inspector command here records its arguments (a browser UI cannot be driven in a
+    test); the server, the restart on change and the HTTP calls are real."""
+    server = tmp_path / "server.py"
+    server.write_text(SERVER)
+    recorded = tmp_path / "inspector-args.json"
+    recorder = (
+        f"{sys.executable} -c \"import json,sys; json.dump(sys.argv[1:], open({str(recorded)!r}, 'w'))\""
+    )
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "toolkernel",
+            "dev",
+            f"{server}:app",
+            "--port",
+            str(port),
+            "--inspector-command",
+            recorder,
+        ],
+        cwd=ROOT,
+        env={**os.environ, "TOOLKERNEL_LOG_LEVEL": "WARNING"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_tools(url, ["first"], proc)
+        server.write_text(SERVER + ADDED)
+        _wait_for_tools(url, ["first", "second"], proc)
+        assert json.loads(recorded.read_text()) == ["--web", "--transport", "http", "--server-url", url]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate(timeout=20)
+    assert "server.py changed; restarting" in err
+
+
+def test_dev_without_http_transport_names_the_package(capsys, monkeypatch):
+    monkeypatch.setenv("TOOLKERNEL_DISABLE_PLUGINS", "toolkernel-http")
+    assert main(["dev", "docs/examples/echo_server.py:app", "--no-inspector"]) == 2
+    assert "pip install toolkernel-http" in capsys.readouterr().err
