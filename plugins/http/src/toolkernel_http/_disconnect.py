@@ -4,7 +4,8 @@ Where no one can ever receive a request's answer (a stateless request, a JSON bo
 stream with no event store to resume from), a client that disconnects should stop the
 tool. Watching for that takes a task reading ``receive``; a task per request would cost
 the fast paths a tenth of their throughput, so the watch starts only when a request is
-still running after :data:`WATCH_AFTER_S`: quick requests pay for one timer.
+still running after :data:`WATCH_AFTER_S`: quick requests pay for one timer. The watch
+needs an asyncio loop (uvicorn, and ``toolkernel serve``); on another loop it is skipped.
 """
 
 from __future__ import annotations
@@ -36,7 +37,11 @@ class DisconnectWatch:
         self._done = False
 
     def __enter__(self) -> DisconnectWatch:
-        self._timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._start)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on asyncio (an ASGI server running trio): no watch
+            return self
+        self._timer = loop.call_later(WATCH_AFTER_S, self._start)
         return self
 
     def __exit__(
