@@ -127,15 +127,23 @@ def _http_send(url: str) -> Iterator[Send]:
 
 
 @pytest.fixture(scope="module")
-def stateful_send(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Send]:
-    for url in _http_server(tmp_path_factory):
-        yield from _http_send(url)
+def stateful_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _http_server(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def stateless_send(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Send]:
-    for url in _http_server(tmp_path_factory, TOOLKERNEL_HTTP_STATELESS="true"):
-        yield from _http_send(url)
+def stateless_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from _http_server(tmp_path_factory, TOOLKERNEL_HTTP_STATELESS="true")
+
+
+@pytest.fixture(scope="module")
+def stateful_send(stateful_url: str) -> Iterator[Send]:
+    yield from _http_send(stateful_url)
+
+
+@pytest.fixture(scope="module")
+def stateless_send(stateless_url: str) -> Iterator[Send]:
+    yield from _http_send(stateless_url)
 
 
 @pytest.fixture(params=["stdio", "http-stateful", "http-stateless"])
@@ -226,3 +234,53 @@ def test_required_task_and_task_methods_need_the_extension(send: Send) -> None:
     )
     assert plain["resultType"] == "complete"
     assert plain["content"][0]["text"] == "Computed result after 0s"
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["stateful_send", "stateless_send"])
+def test_task_status_streams_on_subscriptions_listen(mode: str, request: pytest.FixtureRequest) -> None:
+    """A listen stream naming the task hears each change as notifications/tasks, up to completion."""
+    send: Send = request.getfixturevalue(mode)
+    created = _result(
+        send("tools/call", _params({"name": "confirm_delete", "arguments": {"filename": "b.txt"}}))
+    )
+    task_id = created["taskId"]
+    waiting = _until(send, task_id, lambda t: t["status"] == "input_required")
+    (key,) = waiting["inputRequests"]
+    server_url = request.getfixturevalue(mode.replace("_send", "_url"))
+    listen = {
+        "jsonrpc": "2.0",
+        "id": 77,
+        "method": "subscriptions/listen",
+        "params": _params({"notifications": {"taskIds": [task_id]}}),
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": VERSION,
+        "mcp-method": "subscriptions/listen",
+    }
+    heard: list[dict[str, Any]] = []
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", server_url, json=listen, headers=headers) as stream,
+    ):
+        lines = stream.iter_lines()
+        for line in lines:
+            if line.startswith("data:") and line[5:].strip():
+                ack = json.loads(line[5:])
+                break
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["notifications"]["taskIds"] == [task_id]
+        answer = {"action": "accept", "content": {"confirm": True}}
+        _result(send("tasks/update", _params({"taskId": task_id, "inputResponses": {key: answer}})))
+        for line in lines:
+            if line.startswith("data:") and line[5:].strip():
+                message = json.loads(line[5:])
+                if message.get("method") == "notifications/tasks":
+                    heard.append(message["params"])
+                    if message["params"]["status"] == "completed":
+                        break
+    assert heard[-1]["taskId"] == task_id
+    assert heard[-1]["result"]["content"][0]["text"] == "b.txt deleted"
+    assert heard[-1]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 77
+    assert "working" in [h["status"] for h in heard]

@@ -6,7 +6,9 @@ channel. Elicitation and sampling work in both protocol eras: on the 2025 handsh
 era they are server-to-client requests sent mid-call; on 2026-07-28 they become an
 ``input_required`` result, and the tool is run again from the start once the client
 answers, each question receiving its recorded answer (so a tool must ask its
-questions in the same order on every run).
+questions in the same order on every run). A tool running as a task
+(:mod:`toolkernel.tasks`) instead waits, its task ``input_required``, until the client
+answers with ``tasks/update``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ if TYPE_CHECKING:
 
     from toolkernel.server import MCPServer
     from toolkernel.tasks import TaskHandle
+
+__all__ = [
+    "Elicitation",
+    "InputRequired",
+    "LogLevel",
+    "RequestValues",
+    "Sampled",
+    "ToolContext",
+    "encode_state",
+]
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -198,6 +198,17 @@ class TaskRunner:
         self.poll_interval_ms = poll_interval_ms
         self._running: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, dict[str, asyncio.Future[dict[str, Any]]]] = {}
+        self._watchers: list[Callable[[TaskRecord], None]] = []
+
+    def watch(self, listener: Callable[[TaskRecord], None]) -> Callable[[], None]:
+        """Call ``listener`` with each task this runner changes; returns the way to stop."""
+        self._watchers.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(listener)
+
+        return stop
 
     async def start(self, work: Work, *, record: TaskRecord | None = None) -> TaskRecord:
         """Create a task, store it, start ``work`` on it; returns it once ``tasks/get`` can see it."""
@@ -310,6 +321,8 @@ class TaskRunner:
     async def _touch(self, record: TaskRecord) -> None:
         record.last_updated_at = _now()
         await self.store.save(record)
+        for listener in list(self._watchers):
+            listener(record)
 
     async def _ask(self, record: TaskRecord, key: str, request: dict[str, Any]) -> dict[str, Any]:
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

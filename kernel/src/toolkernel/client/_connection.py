@@ -23,7 +23,13 @@ import anyio
 
 from toolkernel._logging import get_logger
 from toolkernel.client.config import HTTPServerConfig, RestartPolicy, StdioServerConfig
-from toolkernel.client.errors import CONNECTION_CLOSED, REQUEST_CANCELLED, REQUEST_TIMEOUT
+from toolkernel.client.errors import (
+    CONNECTION_CLOSED,
+    REQUEST_CANCELLED,
+    REQUEST_TIMEOUT,
+    ProtocolError,
+    RequestTimeout,
+)
 from toolkernel.errors import ConfigError, MCPClientError
 
 if TYPE_CHECKING:
@@ -84,12 +90,54 @@ class ServerSnapshot:
     resource_templates: list[types.ResourceTemplate] = field(default_factory=list)
 
 
-class _WatchedRead:
-    """The transport's read stream, telling the connection when it ends."""
+class _WatchedWrite:
+    """The transport's write stream, remembering the highest request id sent (to tell wrong ids)."""
 
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+    def __init__(self, inner: Any) -> None:
+        from mcp_types import JSONRPCRequest
+
+        self._inner = inner
+        self._request_type = JSONRPCRequest
+        self.highest_id = -1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def send(self, item: Any) -> None:
+        message = item.message
+        if type(message) is self._request_type and type(message.id) is int and message.id > self.highest_id:
+            self.highest_id = message.id
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedWrite:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _WatchedRead:
+    """The transport's read stream, telling the connection when it ends or the server breaks the protocol.
+
+    A message that is not JSON-RPC, an answer to a request never sent, or an error for no
+    request at all ends the stream at once (``on_violation`` says why): the requests in
+    flight then fail now, instead of each waiting out its timeout for an answer that
+    cannot come.
+    """
+
+    def __init__(
+        self, inner: Any, on_end: Callable[[], None], on_violation: Callable[[str], None], sent: _WatchedWrite
+    ) -> None:
+        from mcp_types import JSONRPCError, JSONRPCResponse
+
         self._inner = inner
         self._on_end = on_end
+        self._on_violation = on_violation
+        self._sent = sent
+        self._answers = (JSONRPCResponse, JSONRPCError)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -100,8 +148,25 @@ class _WatchedRead:
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end()
             raise
+        problem = self._violation(item)
+        if problem is not None:
+            self._on_violation(problem)
+            raise anyio.EndOfStream
         _complete_by_default(item)
         return item
+
+    def _violation(self, item: Any) -> str | None:
+        if isinstance(item, ValueError):  # a line or a body that is not a JSON-RPC message
+            return f"the server sent a message that is not JSON-RPC: {_what_was_wrong(item)}"
+        message: Any = getattr(item, "message", None)
+        if type(message) not in self._answers:
+            return None
+        request_id = message.id
+        if request_id is None:
+            return f"the server refused a message: {message.error.message} (code {message.error.code})"
+        if type(request_id) is not int or request_id > self._sent.highest_id:
+            return f"the server answered request id {request_id!r}, which was never sent"
+        return None
 
     def __aiter__(self) -> _WatchedRead:
         return self
@@ -138,10 +203,13 @@ def _complete_by_default(item: Any) -> None:
 
 @contextlib.asynccontextmanager
 async def _watched(
-    transport: contextlib.AbstractAsyncContextManager[TransportStreams], on_end: Callable[[], None]
+    transport: contextlib.AbstractAsyncContextManager[TransportStreams],
+    on_end: Callable[[], None],
+    on_violation: Callable[[str], None],
 ) -> AsyncIterator[Any]:
     async with transport as (read, write):
-        yield _WatchedRead(read, on_end), write
+        sent = _WatchedWrite(write)
+        yield _WatchedRead(read, on_end, on_violation, sent), sent
 
 
 class ServerConnection:
@@ -170,6 +238,8 @@ class ServerConnection:
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._lost_reason = "connection lost"
+        self.violation: str | None = None
+        """How the server broke the protocol, once it has (the connection is then lost)."""
         self._attempts = 0
         self._probe_now = anyio.Event()
         self._stale: set[str] = set()
@@ -180,6 +250,7 @@ class ServerConnection:
         self._relisten = anyio.Event()
         self._listened_with: frozenset[str] | None = None
         self._listen_changed = anyio.Event()
+        self._auth: Any = None
 
     # -- timing -------------------------------------------------------------------------
 
@@ -385,7 +456,7 @@ class ServerConnection:
 
         owner = self.owner
         return Client(
-            _watched(self._open_transport(kind), self._stream_end_callback()),
+            _watched(self._open_transport(kind), self._stream_end_callback(), self._on_violation),
             mode=self.config.protocol,
             read_timeout_seconds=owner.config.policy.max_timeout + 5,
             sampling_callback=self._sampling if owner._sampling_handler else None,
@@ -408,20 +479,49 @@ class ServerConnection:
                 env=config.env,
                 cwd=config.cwd,
                 connect_timeout=self.connect_timeout,
-                extra={"stderr": "devnull"} if config.stderr == "devnull" else {},
+                extra={
+                    "exit_grace_s": config.exit_grace,
+                    **({"stderr": "devnull"} if config.stderr == "devnull" else {}),
+                },
             )
             return kernel.client_transport([config.command, *config.args], options, name="stdio")
         options = ClientTransportOptions(
             headers=config.headers,
             connect_timeout=self.connect_timeout,
             read_timeout=config.sse_read_timeout,
-            extra={"transport": kind, "auth": self.owner._auth.get(self.name)},
+            extra={"transport": kind, "auth": self._http_auth()},
         )
         try:
             name = kernel.client_transports.for_target(config.url)
         except LookupError as exc:
             raise ConfigError(str(exc)) from None
         return kernel.client_transport(config.url, options, name=name)
+
+    def _on_violation(self, problem: str) -> None:
+        """The server broke the protocol: the connection is lost, and requests in flight say why."""
+        self.violation = problem
+        self._lost_reason = problem
+        self.report_lost(problem)
+
+    def _http_auth(self) -> Any:
+        """The ``httpx2.Auth`` for this server: the one passed to the client, else one built once
+        from the config's ``auth`` table by the plugin registered for its ``type``."""
+        given = self.owner._auth.get(self.name)
+        config = self.config
+        if given is not None or not isinstance(config, HTTPServerConfig) or config.auth is None:
+            return given
+        if self._auth is None:
+            kind = str(config.auth.get("type", ""))
+            try:
+                factory = self.owner.kernel.client_auth.get(kind)
+            except LookupError as exc:
+                hint = " (pip install toolkernel-oauth)" if kind == "oauth" else ""
+                raise ConfigError(f"servers.{self.name}.auth: {exc}{hint}") from None
+            try:
+                self._auth = factory(config.url, dict(config.auth))
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"servers.{self.name}.auth: {exc}") from None
+        return self._auth
 
     def _stream_end_callback(self) -> Callable[[], None]:
         """What the end of this attempt's stream does: nothing once a later attempt has started."""
@@ -726,20 +826,20 @@ class ServerConnection:
         if cancelled_by_user:
             raise MCPClientError(self.name, f"{what} was cancelled (run id {token})", REQUEST_CANCELLED)
         elapsed = anyio.current_time() - start
-        raise MCPClientError(self.name, f"{what} timed out after {elapsed:.1f}s", REQUEST_TIMEOUT)
+        raise RequestTimeout(self.name, f"{what} timed out after {elapsed:.1f}s", REQUEST_TIMEOUT)
 
     def _translate(self, exc: Exception, what: str) -> MCPClientError:
         from mcp.shared.exceptions import MCPError
         from pydantic import ValidationError
 
-        if isinstance(exc, MCPError):
-            if exc.code == CONNECTION_CLOSED:
-                self.report_lost("the connection closed during a request")
-                return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
-            return MCPClientError(self.name, f"{what}: {exc.message}", exc.code)
-        if isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream):
+        closed = isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream)
+        if (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or closed:
+            if self.violation is not None:
+                return ProtocolError(self.name, f"{what}: {self.violation}", CONNECTION_CLOSED)
             self.report_lost("the connection closed during a request")
             return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
+        if isinstance(exc, MCPError):
+            return MCPClientError(self.name, f"{what}: {exc.message}", exc.code)
         if isinstance(exc, RuntimeError) and "async context manager" in str(exc):
             return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
         if isinstance(exc, ValidationError):
@@ -787,6 +887,20 @@ def _deprecation() -> type[Warning]:
     from mcp.shared.exceptions import MCPDeprecationWarning
 
     return MCPDeprecationWarning
+
+
+def _what_was_wrong(exc: ValueError) -> str:
+    """The first problem of a refused message, with the start of what was sent when there is one."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return str(exc)[:200] or type(exc).__name__
+    first = exc.errors(include_url=False)[0]
+    sent = first.get("input")
+    shown = (
+        f" in {bytes(sent[:80]) if isinstance(sent, bytes | bytearray) else str(sent)[:80]!r}" if sent else ""
+    )
+    return f"{first['msg']}{shown}"
 
 
 def _leaf(exc: BaseException) -> BaseException:
