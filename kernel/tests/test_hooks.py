@@ -73,6 +73,7 @@ def test_every_hookspec_is_covered_here():
             "register_server_transports",
             "register_client_transports",
             "register_auth_providers",
+            "register_client_auth",
             "register_vector_stores",
             "register_embedders",
             "register_rerankers",
@@ -290,6 +291,10 @@ class Backends:
         registry.add("static", StaticAuth)
 
     @hookimpl
+    def register_client_auth(self, registry):
+        registry.add("marker", lambda url, settings: ("auth-for", url, settings["label"]))
+
+    @hookimpl
     def register_vector_stores(self, registry):
         registry.add("dict-store", lambda **options: {"kind": "dict-store", **options})
 
@@ -336,6 +341,17 @@ async def test_register_auth_providers(kernel_with):
     provider = kernel.auth_providers.get("static")(None)
     assert await provider.verify("let-me-in") == AuthInfo(subject="alice", client_id="cli", scopes=("read",))
     assert await provider.verify("wrong") is None
+
+
+def test_register_client_auth(kernel_with):
+    from toolkernel.errors import RegistrationError
+
+    kernel = kernel_with(Backends())
+    factory = kernel.client_auth.get("marker")
+    assert factory("http://x/mcp", {"type": "marker", "label": "a"}) == ("auth-for", "http://x/mcp", "a")
+    assert kernel.client_auth.origin("marker") == kernel.auth_providers.origin("static")
+    with pytest.raises(RegistrationError, match="expected a callable factory"):
+        kernel.client_auth.add("broken", "not callable")  # type: ignore[arg-type]
 
 
 def test_register_vector_stores(kernel_with):

@@ -123,6 +123,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "AuthInfo",
         "AuthProvider",
         "AuthProviderFactory",
+        "ClientAuthFactory",
     ],
     "toolkernel.calls": [
         "ToolCaller",
@@ -244,6 +245,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "on_tool_input_start",
         "on_tool_output",
         "register_auth_providers",
+        "register_client_auth",
         "register_client_transports",
         "register_commands",
         "register_embedders",
@@ -271,6 +273,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
     ],
     "toolkernel.registries": [
         "AuthProviderRegistry",
+        "ClientAuthRegistry",
         "ClientTransportRegistry",
         "ClientTransportSpec",
         "EmbedderRegistry",

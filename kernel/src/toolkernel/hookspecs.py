@@ -53,6 +53,7 @@ __all__ = [
     "on_tool_input_start",
     "on_tool_output",
     "register_auth_providers",
+    "register_client_auth",
     "register_client_transports",
     "register_commands",
     "register_embedders",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthProviderRegistry",
+    "ClientAuthRegistry",
     "ClientTransportRegistry",
     "ClientTransportSpec",
     "EmbedderRegistry",
