@@ -114,7 +114,7 @@ def test_protect_a_server_guide(guide_server: str) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "alice via dev, scopes: notes:read notes:write"
     refused = _cli("call", url, "add_note", "--args", '{"text": "hi"}', *bob)
-    assert refused.returncode == 2
+    assert refused.returncode == 3  # the server refused (exit codes: docs/cli.md)
     assert "notes:write" in refused.stderr
     assert "add_note" not in _cli("inspect", url, *bob).stdout
     assert "add_note" in _cli("inspect", url, *alice).stdout
@@ -136,7 +136,7 @@ def test_call_against_a_401_says_a_token_is_needed(guide_server: str, tmp_path: 
         "call", guide_server, "whoami", env={**empty, "TOOLKERNEL_DISABLE_PLUGINS": "toolkernel-oauth"}
     )
     for run in (with_plugin, without):
-        assert run.returncode == 2
+        assert run.returncode == 3
         assert "-32603" not in run.stderr
     assert f"needs a token (HTTP 401): run `toolkernel auth login {guide_server}`" in with_plugin.stderr
     assert "Authorization required: send a bearer token" in without.stderr
@@ -202,5 +202,5 @@ async def test_connect_to_a_protected_server_guide(tmp_path: Path) -> None:
             again = await anyio.to_thread.run_sync(
                 run, sys.executable, "-m", "toolkernel", "call", url, "whoami"
             )
-            assert again.returncode == 2
+            assert again.returncode == 3
             assert f"toolkernel auth login {url}" in again.stderr
