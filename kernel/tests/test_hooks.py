@@ -73,12 +73,13 @@ def test_every_hookspec_is_covered_here():
             "register_server_transports",
             "register_client_transports",
             "register_auth_providers",
-            "register_client_auth",
             "register_vector_stores",
             "register_embedders",
             "register_rerankers",
             "register_chunkers",
             "register_kb_extensions",
+            "register_entity_extractors",
+            "register_client_auth",
             "register_tools",
             "register_resources",
             "register_prompts",
@@ -291,10 +292,6 @@ class Backends:
         registry.add("static", StaticAuth)
 
     @hookimpl
-    def register_client_auth(self, registry):
-        registry.add("marker", lambda url, settings: ("auth-for", url, settings["label"]))
-
-    @hookimpl
     def register_vector_stores(self, registry):
         registry.add("dict-store", lambda **options: {"kind": "dict-store", **options})
 
@@ -341,17 +338,6 @@ async def test_register_auth_providers(kernel_with):
     provider = kernel.auth_providers.get("static")(None)
     assert await provider.verify("let-me-in") == AuthInfo(subject="alice", client_id="cli", scopes=("read",))
     assert await provider.verify("wrong") is None
-
-
-def test_register_client_auth(kernel_with):
-    from toolkernel.errors import RegistrationError
-
-    kernel = kernel_with(Backends())
-    factory = kernel.client_auth.get("marker")
-    assert factory("http://x/mcp", {"type": "marker", "label": "a"}) == ("auth-for", "http://x/mcp", "a")
-    assert kernel.client_auth.origin("marker") == kernel.auth_providers.origin("static")
-    with pytest.raises(RegistrationError, match="expected a callable factory"):
-        kernel.client_auth.add("broken", "not callable")  # type: ignore[arg-type]
 
 
 def test_register_vector_stores(kernel_with):
@@ -457,6 +443,74 @@ def test_register_kb_extensions(kernel_with):
     assert isinstance(extension, KBExtension)
     with pytest.raises(RegistrationError, match="lowercase letters"):
         KBExtensionRegistry().add("Graph RAG", NullExtension)
+
+
+class CapitalsExtractor:
+    """Entities are capitalised words, with an option that the kernel passes through."""
+
+    name = "capitals"
+
+    def __init__(self, min_length: int = 2) -> None:
+        self.min_length = min_length
+
+    def describe(self):
+        return {"name": self.name, "min_length": self.min_length}
+
+    async def extract(self, texts):
+        return [[w for w in text.split() if w[:1].isupper() and len(w) >= self.min_length] for text in texts]
+
+
+class ExtractorPlugin:
+    @hookimpl
+    def register_entity_extractors(self, registry):
+        registry.add("capitals", CapitalsExtractor)
+
+
+@pytest.mark.anyio
+async def test_register_entity_extractors(kernel_with):
+    from toolkernel.entities import EntityExtractor
+    from toolkernel.errors import RegistrationError
+    from toolkernel.registries import EntityExtractorRegistry
+
+    kernel = kernel_with(ExtractorPlugin())
+    extractor = kernel.entity_extractor("capitals", min_length=3)
+    assert isinstance(extractor, EntityExtractor)
+    assert extractor.describe() == {"name": "capitals", "min_length": 3}
+    assert await extractor.extract(["Ada met Bo in Paris", "none here"]) == [["Ada", "Paris"], []]
+    with pytest.raises(LookupError, match="nouns"):
+        kernel.entity_extractor("nouns")
+    with pytest.raises(RegistrationError, match="callable"):
+        EntityExtractorRegistry().add("broken", "not a factory")
+
+
+class HeaderAuth:
+    """What a client auth factory returns: an httpx2.Auth-like object, here a fixed header."""
+
+    def __init__(self, url: str, settings: dict) -> None:
+        self.url = url
+        self.token = settings["token"]
+
+
+class ClientAuthPlugin:
+    @hookimpl
+    def register_client_auth(self, registry):
+        registry.add("fixed", HeaderAuth)
+
+
+def test_register_client_auth(kernel_with):
+    from toolkernel.errors import RegistrationError
+    from toolkernel.registries import ClientAuthRegistry
+
+    kernel = kernel_with(ClientAuthPlugin())
+    factory = kernel.client_auth.get("fixed")
+    auth = factory("https://mcp.example/mcp", {"type": "fixed", "token": "t"})
+    assert (auth.url, auth.token) == ("https://mcp.example/mcp", "t")
+    with pytest.raises(LookupError, match="oauth"):
+        kernel.client_auth.get("oauth")
+    registry = ClientAuthRegistry()
+    registry.add("fixed", HeaderAuth)
+    with pytest.raises(RegistrationError, match="twice"):
+        registry.add("fixed", HeaderAuth)
 
 
 # ---------------------------------------------------------------------------

@@ -144,6 +144,8 @@ def main() -> None:
         "title weight 1": (GraphSettings(knn=0, title_weight=1.0), WalkSettings()),
         "no query entities": (GraphSettings(knn=0), WalkSettings(entity_seed_share=0.0)),
         "walk only (fusion=pagerank)": (GraphSettings(knn=0), WalkSettings(fusion="pagerank")),
+        "fusion k=10": (GraphSettings(knn=0), WalkSettings(fusion_k=10)),
+        "fusion k=30": (GraphSettings(knn=0), WalkSettings(fusion_k=30)),
     }
     chosen = list(variants) if args.variants == "all" else args.variants.split(",")
     for name in args.datasets:
@@ -181,7 +183,12 @@ def main() -> None:
             )
         results[name] = {"seeds": args.seeds, "lines": lines}
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / f"graphrag_design_{name}.json").write_text(json.dumps(results[name], indent=2) + "\n")
+        path = RESULTS / f"graphrag_design_{name}.json"
+        if path.exists() and args.variants != "all":  # a partial run adds its lines to the last full one
+            earlier = json.loads(path.read_text())
+            earlier["lines"].update(lines)
+            results[name] = earlier
+        path.write_text(json.dumps(results[name], indent=2) + "\n")
 
 
 if __name__ == "__main__":

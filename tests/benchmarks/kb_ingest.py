@@ -141,7 +141,7 @@ def records(corpus: Path) -> list[tuple[str, str, dict[str, Any]]]:
 def run_toolkernel(corpus: Path, embed: TimedEmbed, workdir: Path) -> dict[str, Any]:
     """toolkernel's ingestion into a fresh knowledge base, then a rerun over the unchanged corpus."""
     from toolkernel import Kernel, hookimpl
-    from toolkernel_rag.ingest import ingest
+    from toolkernel_rag.ingestion import ingest
     from toolkernel_rag.kb import KnowledgeBase
 
     class BenchEmbedder:
@@ -328,7 +328,7 @@ def import_everything() -> None:
         "langchain_text_splitters",
         "llama_index.core.ingestion",
         "llama_index.core.vector_stores",
-        "toolkernel_rag.ingest",
+        "toolkernel_rag.ingestion",
         "toolkernel_rag.kb",
     ):
         importlib.import_module(module)

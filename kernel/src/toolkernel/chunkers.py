@@ -12,6 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+__all__ = [
+    "Chunk",
+    "Chunker",
+    "ChunkerFactory",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:

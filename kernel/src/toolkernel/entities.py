@@ -12,6 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+__all__ = [
+    "EntityExtractor",
+    "EntityExtractorFactory",
+]
+
 
 @runtime_checkable
 class EntityExtractor(Protocol):

@@ -7,11 +7,14 @@ from typing import Any
 __all__ = [
     "ConfigError",
     "MCPClientError",
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "MissingDependencyError",
     "PluginLoadError",
+    "ProtocolError",
     "RegistrationError",
     "ToolExecutionError",
     "ToolkernelError",
+    "missing_capability",
 ]
 
 

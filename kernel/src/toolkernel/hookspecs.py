@@ -53,10 +53,13 @@ __all__ = [
     "on_tool_input_start",
     "on_tool_output",
     "register_auth_providers",
+    "register_chunkers",
     "register_client_auth",
     "register_client_transports",
     "register_commands",
     "register_embedders",
+    "register_entity_extractors",
+    "register_kb_extensions",
     "register_prompts",
     "register_rerankers",
     "register_resources",
@@ -79,10 +82,9 @@ _spec = pluggy.HookspecMarker("toolkernel")
 def register_server_transports(registry: ServerTransportRegistry) -> None:
     """Add server-side transports: how an :class:`~toolkernel.MCPServer` is served.
 
-    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(options)``
-        takes :class:`~toolkernel.transports.ServeOptions` and returns a
-        :class:`~toolkernel.transports.ServerTransport`; with ``settings="NAME"``,
-        ``factory(options, settings)`` (see :func:`register_settings`).
+    :param registry: ``registry.add(name, factory)``; ``factory(options)`` takes
+        :class:`~toolkernel.transports.ServeOptions` and returns a
+        :class:`~toolkernel.transports.ServerTransport`.
 
     ``toolkernel serve --transport NAME`` picks the transport by name. The built-in
     ``stdio`` transport is registered through this hook.
@@ -97,9 +99,8 @@ def register_server_transports(registry: ServerTransportRegistry) -> None:
 def register_client_transports(registry: ClientTransportRegistry) -> None:
     """Add client-side transports: how a client reaches a server.
 
-    :param registry: ``registry.add(name, factory, schemes=(...), settings=None)``;
-        ``factory(target, options)`` (with ``settings="NAME"``: ``factory(target, options,
-        settings)``) returns an async context manager yielding the SDK's ``(read, write)``
+    :param registry: ``registry.add(name, factory, schemes=(...))``; ``factory(target,
+        options)`` returns an async context manager yielding the SDK's ``(read, write)``
         stream pair. ``schemes`` lists the URL schemes the transport answers for; an
         empty tuple means a command line (stdio).
 

@@ -32,6 +32,18 @@ if TYPE_CHECKING:
     from toolkernel.tools import Tool
     from toolkernel.vectors import Metadata
 
+__all__ = [
+    "ChunkRecord",
+    "DocumentChunks",
+    "IngestBatch",
+    "KBContext",
+    "KBExtension",
+    "KBExtensionFactory",
+    "RetrievalRequest",
+    "ScoredChunk",
+    "SeedSource",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:

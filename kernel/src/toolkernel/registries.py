@@ -37,11 +37,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuthProviderRegistry",
+    "ChunkerRegistry",
     "ClientAuthRegistry",
     "ClientTransportRegistry",
     "ClientTransportSpec",
     "EmbedderRegistry",
+    "EntityExtractorRegistry",
     "Entry",
+    "KBExtensionRegistry",
     "MiddlewareRegistry",
     "OriginResolver",
     "PromptRegistry",

@@ -37,6 +37,15 @@ from mcp_types import (
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+__all__ = [
+    "answering",
+    "encode_message",
+    "misplaced_id",
+    "refusal",
+    "too_long",
+    "valid_id",
+]
+
 _answering: ContextVar[str | None] = ContextVar("toolkernel_answering", default=None)
 
 

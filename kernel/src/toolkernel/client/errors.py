@@ -11,8 +11,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECTION_CLOSED",
+    "ProtocolError",
     "REQUEST_CANCELLED",
     "REQUEST_TIMEOUT",
+    "RequestTimeout",
     "ToolError",
 ]
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
 from toolkernel_graphrag.graph import ChunkGraph, ChunkInput, GraphStateError
@@ -28,8 +27,6 @@ from toolkernel_graphrag.walk import GraphWalker
 if TYPE_CHECKING:
     from toolkernel.entities import EntityExtractor
     from toolkernel.tools import Tool
-
-log = structlog.get_logger("toolkernel_graphrag")
 
 FILTER_CACHE = 32
 """Filters whose allowed-chunk masks are kept between queries (a server's mandatory filter repeats)."""
@@ -79,7 +76,7 @@ class GraphExtension:
             try:
                 self._graph = ChunkGraph.load(directory, self.settings)
             except GraphStateError:
-                if (directory / "graph.json").exists():
+                if (directory / "graph.npz").exists():
                     raise
                 self._graph = ChunkGraph(self.settings)
             self._walker = GraphWalker(self._graph, self.walk)
@@ -121,7 +118,6 @@ class GraphExtension:
             await anyio.to_thread.run_sync(apply)
             self.walker.invalidate()
             self._masks.clear()
-        log.debug("graph updated", chunks=len(graph), entities=graph.entity_count, batch=len(chunks))
 
     def _allowed(self, filter: Mapping[str, Any] | None) -> npt.NDArray[np.bool_] | None:
         """Which chunk rows satisfy the effective filter (``None``: all of them)."""
@@ -150,8 +146,13 @@ class GraphExtension:
         if mode != "graph":
             raise ValueError(f"toolkernel-graphrag answers modes graph and mastra, not {mode!r}")
         seeds = await request.seeds(self.walk.seeds)
-        [surfaces] = await self.extractor.extract([request.query])
         graph = self.graph
+        if seeds and not len(graph):
+            raise GraphStateError(
+                f"the graph of knowledge base {self.context.name!r} is empty while it holds documents: "
+                "re-ingest them with toolkernel-graphrag installed (toolkernel kb ingest without --no-graph)"
+            )
+        [surfaces] = await self.extractor.extract([request.query])
         entities = [graph.key(s) for s in surfaces]
         allowed = self._allowed(request.filter)
         ranked = self.walker.rank([s.id for s in seeds], entities, allowed, request.top_k)

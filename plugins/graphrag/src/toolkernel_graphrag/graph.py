@@ -88,6 +88,13 @@ class ChunkGraph:
         self._key_of: dict[str, str] = {}
         self._entity_node: IntArray = np.zeros(0, dtype=np.int64)
         self._postings: sp.csr_array | None = None
+        # Chunk-entity pairs of every placed chunk, appended in placement order; a released chunk's
+        # pairs are marked dead (each chunk's pairs are contiguous), so assembling needs no loop.
+        self._pair_slot = np.zeros(0, dtype=np.int64)
+        self._pair_entity = np.zeros(0, dtype=np.int64)
+        self._pair_alive = np.zeros(0, dtype=bool)
+        self._pairs_of: dict[int, tuple[int, int]] = {}
+        self._pending: list[tuple[int, list[int]]] = []
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -221,6 +228,9 @@ class ChunkGraph:
             self._title_df[e] -= 1
         del self._slot_of[entry.chunk_id]
         self._slots[slot] = None
+        self._flush_pairs()
+        start, count = self._pairs_of.pop(slot)
+        self._pair_alive[start : start + count] = False
         self._free.append(slot)
 
     def _place(self, chunk: ChunkInput, surfaces: Sequence[str]) -> int:
@@ -243,7 +253,36 @@ class ChunkGraph:
         else:
             self._slots[slot] = entry
         self._slot_of[chunk.id] = slot
+        self._pending.append((slot, entities))
         return slot
+
+    def _flush_pairs(self) -> None:
+        """Append the pairs of chunks placed since the last flush (one concatenation per batch)."""
+        if not self._pending:
+            return
+        start = len(self._pair_slot)
+        for slot, entities in self._pending:
+            self._pairs_of[slot] = (start, len(entities))
+            start += len(entities)
+        self._pair_slot = np.concatenate(
+            [self._pair_slot, *(np.full(len(e), s, dtype=np.int64) for s, e in self._pending)]
+        )
+        self._pair_entity = np.concatenate(
+            [self._pair_entity, *(np.asarray(e, dtype=np.int64) for _, e in self._pending)]
+        )
+        self._pair_alive = np.concatenate(
+            [self._pair_alive, np.ones(start - len(self._pair_alive), dtype=bool)]
+        )
+        self._pending.clear()
+        if self._pair_alive.size and self._pair_alive.mean() < 0.5:
+            self._compact_pairs()
+
+    def _compact_pairs(self) -> None:
+        keep = self._pair_alive
+        new_index = np.cumsum(keep) - 1
+        self._pairs_of = {slot: (int(new_index[a]) if n else 0, n) for slot, (a, n) in self._pairs_of.items()}
+        self._pair_slot, self._pair_entity = self._pair_slot[keep], self._pair_entity[keep]
+        self._pair_alive = np.ones(len(self._pair_slot), dtype=bool)
 
     def _entity(self, key: str) -> int:
         index = self._entity_of.get(key)
@@ -326,64 +365,76 @@ class ChunkGraph:
         rounded: FloatArray = np.round(sims, SIMILARITY_DECIMALS)
         return rounded
 
-    def _best(self, candidates: Iterable[tuple[float, int]]) -> list[tuple[float, int]]:
-        """The k best ``(similarity, slot)`` pairs: higher similarity first, then smaller chunk id."""
-        ranked = sorted(candidates, key=lambda pair: (-pair[0], self.chunk_at(pair[1]) or ""))
-        return ranked[: self.settings.knn]
+    def _id_rank(self) -> IntArray:
+        """Each slot's position in chunk-id order (free slots last): the tie-break of equal similarities."""
+        ids = [e.chunk_id if e is not None else "\U0010ffff" for e in self._slots]
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        return rank
 
-    def _store_neighbours(self, slot: int, best: list[tuple[float, int]]) -> None:
+    def _store_best(self, slots: IntArray, candidates: IntArray, sims: FloatArray, rank: IntArray) -> None:
+        """Keep the k best candidates per row: higher rounded similarity first, then smaller chunk id."""
         assert self._knn is not None
         assert self._knn_sim is not None
-        self._knn[slot] = -1
-        self._knn_sim[slot] = 0.0
-        for position, (sim, other) in enumerate(best):
-            self._knn[slot, position] = other
-            self._knn_sim[slot, position] = sim
+        k = self.settings.knn
+        tiebreak = np.where(candidates >= 0, rank[np.maximum(candidates, 0)], np.iinfo(np.int64).max)
+        order = np.lexsort((tiebreak, -sims), axis=1)[:, :k]
+        best = np.take_along_axis(candidates, order, axis=1)
+        best_sims = np.take_along_axis(sims, order, axis=1)
+        valid = np.isfinite(best_sims) & (best >= 0)
+        width = best.shape[1]
+        self._knn[slots] = -1
+        self._knn_sim[slots] = 0.0
+        self._knn[slots, :width] = np.where(valid, best, -1)
+        self._knn_sim[slots, :width] = np.where(valid, best_sims, 0.0)
 
     def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_]) -> None:
         assert self._vectors is not None
         k = self.settings.knn
         columns = np.flatnonzero(live)
         width = min(k, len(columns) - 1)
+        rank = self._id_rank()
         block = 512
         for start in range(0, len(rows), block):
             part = np.array(rows[start : start + block], dtype=np.int64)
             raw = self._vectors[part] @ self._vectors[columns].T
             raw[part[:, None] == columns[None, :]] = -np.inf  # not its own neighbour
             if width <= 0:
-                for slot in part.tolist():
-                    self._store_neighbours(slot, [])
+                self._store_best(part, np.full((len(part), 0), -1), np.zeros((len(part), 0)), rank)
                 continue
-            # Everything within rounding reach of the k-th best raw similarity may make the rounded top k.
+            # Everything within rounding reach of the k-th best raw similarity may make the rounded
+            # top k: take the widest such set of any row, then order exactly.
             kth = np.partition(raw, raw.shape[1] - width, axis=1)[:, raw.shape[1] - width]
-            near = raw >= (kth - 2 * 10.0**-SIMILARITY_DECIMALS)[:, None]
-            for i, slot in enumerate(part.tolist()):
-                at = np.flatnonzero(near[i])
-                sims = np.round(raw[i, at].astype(np.float64), SIMILARITY_DECIMALS)
-                self._store_neighbours(
-                    slot, self._best(zip(sims.tolist(), columns[at].tolist(), strict=True))
-                )
+            near = int((raw >= (kth - 2 * 10.0**-SIMILARITY_DECIMALS)[:, None]).sum(axis=1).max())
+            top = (
+                np.argpartition(-raw, near - 1, axis=1)[:, :near]
+                if near < raw.shape[1]
+                else np.tile(np.arange(raw.shape[1]), (len(part), 1))
+            )
+            sims: FloatArray = (
+                np.take_along_axis(raw, top, axis=1).astype(np.float64).round(SIMILARITY_DECIMALS)
+            )
+            self._store_best(part, columns[top], sims, rank)
 
     def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:
         assert self._knn is not None
         assert self._knn_sim is not None
         k = self.settings.knn
+        rank = self._id_rank()
         block = 2048
         for start in range(0, len(rows), block):
             part = rows[start : start + block]
             new_sims = self._similarities(part, added)
             full = self._knn[part, k - 1] >= 0
             kth = np.where(full, self._knn_sim[part, k - 1].astype(np.float64), -np.inf)
-            touched = np.flatnonzero((new_sims >= kth[:, None]).any(axis=1))
-            for i in touched.tolist():
-                slot = int(part[i])
-                old = [
-                    (float(self._knn_sim[slot, j]), int(self._knn[slot, j]))
-                    for j in range(k)
-                    if self._knn[slot, j] >= 0
-                ]
-                new = [(float(new_sims[i, j]), int(added[j])) for j in range(len(added))]
-                self._store_neighbours(slot, self._best(old + new))
+            touched = part[(new_sims >= kth[:, None]).any(axis=1)]
+            if not len(touched):
+                continue
+            sims_new = new_sims[(new_sims >= kth[:, None]).any(axis=1)]
+            old = self._knn[touched]
+            old_sims = np.where(old >= 0, self._knn_sim[touched].astype(np.float64), -np.inf)
+            candidates = np.concatenate([old, np.broadcast_to(added, (len(touched), len(added)))], axis=1)
+            self._store_best(touched, candidates, np.concatenate([old_sims, sims_new], axis=1), rank)
 
     # -- the matrix ------------------------------------------------------------------------
 
@@ -400,13 +451,8 @@ class ChunkGraph:
         idf = np.where(df >= 2, np.log(live / np.maximum(df, 1.0)), 0.0)
         # A title is an explicit reference: a chunk naming another document's title points at it.
         idf *= np.where(np.asarray(self._title_df) > 0, self.settings.title_weight, 1.0)
-        rows_list, cols_list = [], []
-        for slot, entry in enumerate(self._slots):
-            if entry is not None and entry.entities:
-                rows_list.append(np.full(len(entry.entities), slot, dtype=np.int64))
-                cols_list.append(np.asarray(entry.entities, dtype=np.int64))
-        rows = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
-        cols = np.concatenate(cols_list) if cols_list else np.zeros(0, dtype=np.int64)
+        self._flush_pairs()
+        rows, cols = self._pair_slot[self._pair_alive], self._pair_entity[self._pair_alive]
         self._postings = sp.csr_array(
             (np.ones(len(rows)), (cols, rows)), shape=(len(self._entity_keys), chunks)
         )
@@ -441,80 +487,93 @@ class ChunkGraph:
     # -- persistence -----------------------------------------------------------------------
 
     def save(self, directory: Path) -> None:
-        """Write the graph under ``directory`` (files replaced atomically, one by one)."""
+        """Write the graph to ``directory/graph.npz`` in one atomic replace (state and vectors together)."""
         directory.mkdir(parents=True, exist_ok=True)
-        state = {
+        live = [e for e in self._slots if e is not None]
+        header = {
             "format": FORMAT_VERSION,
             "settings": self.settings.graph_identity(),
             "entities": self._entity_keys,
-            "slots": [
-                None if e is None else [e.chunk_id, e.document_id, e.metadata, e.entities, e.titles]
-                for e in self._slots
-            ],
+            "ids": [None if e is None else e.chunk_id for e in self._slots],
+            "documents": [e.document_id for e in live],
+            "metadata": [e.metadata for e in live],
         }
-        _atomic_write(directory / "graph.json", json.dumps(state, separators=(",", ":")).encode())
+        self._flush_pairs()
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "header": np.frombuffer(json.dumps(header, separators=(",", ":")).encode(), dtype=np.uint8),
+            "pair_slots": self._pair_slot[self._pair_alive],
+            "pair_entities": self._pair_entity[self._pair_alive],
+            "title_counts": np.array([len(e.titles) for e in live], dtype=np.int64),
+            "titles": np.fromiter((x for e in live for x in e.titles), dtype=np.int64),
+        }
         if self._vectors is not None:
-            tmp = directory / "vectors.tmp.npz"
-            arrays: dict[str, npt.NDArray[Any]] = {"vectors": self._vectors}
-            if self._knn is not None and self._knn_sim is not None:
-                arrays.update(knn=self._knn, knn_sim=self._knn_sim)
-            with tmp.open("wb") as out:
-                np.savez(out, **arrays)  # type: ignore[arg-type]
-            os.replace(tmp, directory / "vectors.npz")
+            arrays["vectors"] = self._vectors
+        if self._knn is not None and self._knn_sim is not None:
+            arrays.update(knn=self._knn, knn_sim=self._knn_sim)
+        tmp = directory / "graph.tmp.npz"
+        with tmp.open("wb") as out:
+            np.savez(out, **arrays)  # type: ignore[arg-type]
+        os.replace(tmp, directory / "graph.npz")
 
     @classmethod
     def load(cls, directory: Path, settings: GraphSettings | None = None) -> ChunkGraph:
         """Read a graph written by :meth:`save`; the settings must be the ones it was built with."""
-        path = directory / "graph.json"
+        path = directory / "graph.npz"
         try:
-            state = json.loads(path.read_text())
+            with np.load(path) as stored:
+                arrays = {name: stored[name] for name in stored.files}
+            header = json.loads(arrays["header"].tobytes())
         except FileNotFoundError:
             raise GraphStateError(
                 f"no graph at {path}: ingest the knowledge base with the graph enabled"
             ) from None
-        except ValueError as error:
+        except (ValueError, KeyError, OSError) as error:
             raise GraphStateError(
                 f"{path} is not a readable graph ({error}); rebuild it by re-ingesting"
             ) from None
-        if state.get("format") != FORMAT_VERSION:
+        if header.get("format") != FORMAT_VERSION:
             raise GraphStateError(
-                f"{path} has format {state.get('format')}, expected {FORMAT_VERSION}; rebuild it"
+                f"{path} has format {header.get('format')}, expected {FORMAT_VERSION}; rebuild it"
             )
         graph = cls(settings)
-        if state["settings"] != graph.settings.graph_identity():
+        if header["settings"] != graph.settings.graph_identity():
             raise GraphStateError(
-                f"{path} was built with {state['settings']}, not {graph.settings.graph_identity()}; "
+                f"{path} was built with {header['settings']}, not {graph.settings.graph_identity()}; "
                 "rebuild it"
             )
-        graph._entity_keys = list(state["entities"])
+        graph._entity_keys = list(header["entities"])
         graph._entity_of = {k: i for i, k in enumerate(graph._entity_keys)}
-        graph._df = [0] * len(graph._entity_keys)
-        graph._title_df = [0] * len(graph._entity_keys)
-        for slot, raw in enumerate(state["slots"]):
-            if raw is None:
+        order = np.argsort(arrays["pair_slots"], kind="stable")
+        pair_slots, pair_entities = arrays["pair_slots"][order], arrays["pair_entities"][order]
+        df = np.bincount(pair_entities, minlength=len(graph._entity_keys))
+        title_df = np.bincount(arrays["titles"], minlength=len(graph._entity_keys))
+        graph._df, graph._title_df = df.tolist(), title_df.tolist()
+        counts = np.bincount(pair_slots, minlength=len(header["ids"]))
+        live_slots = [i for i, chunk_id in enumerate(header["ids"]) if chunk_id is not None]
+        entities = _split(pair_entities, counts[live_slots])
+        titles = _split(arrays["titles"], arrays["title_counts"])
+        live = iter(zip(header["documents"], header["metadata"], entities, titles, strict=True))
+        for slot, chunk_id in enumerate(header["ids"]):
+            if chunk_id is None:
                 graph._slots.append(None)
                 graph._free.append(slot)
                 continue
-            chunk_id, document_id, metadata, entities, titles = raw
-            graph._slots.append(_Slot(chunk_id, document_id, metadata, list(entities), list(titles)))
+            document_id, metadata, chunk_entities, chunk_titles = next(live)
+            entry = _Slot(chunk_id, document_id, metadata, chunk_entities.tolist(), chunk_titles.tolist())
+            graph._slots.append(entry)
             graph._slot_of[chunk_id] = slot
-            for e in entities:
-                graph._df[e] += 1
-            for e in titles:
-                graph._title_df[e] += 1
-        if (directory / "vectors.npz").exists():
-            with np.load(directory / "vectors.npz") as stored:
-                graph._vectors = stored["vectors"]
-                if "knn" in stored:
-                    graph._knn = stored["knn"]
-                    graph._knn_sim = stored["knn_sim"]
+            graph._pending.append((slot, entry.entities))
+        graph._vectors = arrays.get("vectors")
+        graph._knn = arrays.get("knn")
+        graph._knn_sim = arrays.get("knn_sim")
         return graph
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 __all__ = ["ChunkGraph", "ChunkInput", "GraphStateError", "Normalisation"]
+
+
+def _split(flat: IntArray, counts: IntArray) -> list[IntArray]:
+    """``flat`` cut into consecutive runs of ``counts`` elements."""
+    if not len(counts):
+        return []
+    return np.split(flat, np.cumsum(counts)[:-1])

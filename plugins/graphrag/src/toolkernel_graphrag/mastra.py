@@ -45,21 +45,22 @@ def _unit(vectors: Vectors) -> Vectors:
 def similarity_graph(vectors: Vectors, threshold: float, block: int = 1024) -> sp.csr_array:
     """Undirected edges between chunks whose cosine similarity exceeds ``threshold``, weighted by it.
 
-    The pairwise similarities are computed a block of rows at a time, so memory stays at
-    ``block x n`` floats while the work is one BLAS product per block.
+    Each block of rows is compared with itself and the rows after it (the upper triangle: a
+    pair is computed once), one BLAS product per block, so memory stays at ``block x n`` floats.
     """
     unit = _unit(np.asarray(vectors, dtype=np.float32))
     n = unit.shape[0]
     rows, cols, weights = [], [], []
     for start in range(0, n, block):
-        sims = unit[start : start + block] @ unit.T
-        local = np.arange(sims.shape[0])
-        sims[local, start + local] = -np.inf  # no self loops
-        r, c = np.nonzero(sims > threshold)
+        sims = unit[start : start + block] @ unit[start:].T
+        r, c = np.nonzero(np.triu(sims > threshold, k=1))
         rows.append(r + start)
-        cols.append(c)
+        cols.append(c + start)
         weights.append(sims[r, c].astype(np.float64))
-    return sp.csr_array((np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n))
+    r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
+    return sp.csr_array(
+        (np.concatenate([w, w]), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n)
+    )
 
 
 def _walk(

@@ -16,8 +16,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolkernel_rag.ingest import IngestReport as IngestReport
-    from toolkernel_rag.ingest import ingest as ingest
+    from toolkernel_rag.ingestion import IngestReport as IngestReport
+    from toolkernel_rag.ingestion import ingest as ingest
     from toolkernel_rag.kb import KnowledgeBase as KnowledgeBase
     from toolkernel_rag.layout import KBError as KBError
     from toolkernel_rag.server import KBServerOptions as KBServerOptions
@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from toolkernel_rag.server import mount_kb as mount_kb
 
 _WHERE = {
-    "IngestReport": "toolkernel_rag.ingest",
-    "ingest": "toolkernel_rag.ingest",
+    "IngestReport": "toolkernel_rag.ingestion",
+    "ingest": "toolkernel_rag.ingestion",
     "KnowledgeBase": "toolkernel_rag.kb",
     "KBError": "toolkernel_rag.layout",
     "KBServerOptions": "toolkernel_rag.server",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
-    from toolkernel_rag.ingest import IngestReport
+    from toolkernel_rag.ingestion import IngestReport
 
 
 def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
@@ -92,7 +92,7 @@ def _json_option(value: str | None, flag: str) -> Any:
 
 
 async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
-    from toolkernel_rag.ingest import ingest
+    from toolkernel_rag.ingestion import ingest
     from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
 
     chunker: dict[str, Any] | None = None
@@ -131,7 +131,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
 async def _with_progress(kb: Any, sources: list[str], batch: int) -> IngestReport:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from toolkernel_rag.ingest import ingest
+    from toolkernel_rag.ingestion import ingest
 
     columns = (
         TextColumn("[bold]ingest"),

@@ -1,0 +1,131 @@
+"""The graph inside a real knowledge base: built by ingestion, queried through the MCP ``search`` tool.
+
+The knowledge base is toolkernel-rag's embedded default (Qdrant Edge on disk) with the
+wordllama embedder, which needs no model download and embeds in milliseconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import toolkernel
+from toolkernel.testing import connect_in_memory
+from toolkernel_graphrag import plugin as graphrag
+from toolkernel_local_embed import plugin as local_embed
+from toolkernel_qdrant import plugin as qdrant
+from toolkernel_rag import KBServerOptions, KnowledgeBase, kb_server
+from toolkernel_rag import plugin as rag
+from toolkernel_rag.ingestion import ingest
+
+PAGES = {
+    "kiss.md": "# Kiss and Tell\n\nKiss and Tell is a 1945 comedy film starring Shirley Temple "
+    "as Corliss Archer.\n",
+    "temple.md": "# Shirley Temple\n\nShirley Temple Black was an actress who later served as "
+    "United States Ambassador to Ghana and to Czechoslovakia.\n",
+    "ghana.md": "# Ghana\n\nGhana is a country in West Africa. See [the film](kiss.md).\n",
+    "bananas.md": "# Bananas\n\nBananas are grown in Ecuador and in Costa Rica.\n",
+    "ecuador.md": "# Ecuador\n\nEcuador exports bananas, shrimp and oil.\n",
+}
+QUESTION = "What government position was held by the woman who portrayed Corliss Archer in Kiss and Tell?"
+
+
+def kernel() -> toolkernel.Kernel:
+    return toolkernel.Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed, graphrag])
+
+
+def write_pages(root: Path) -> Path:
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in PAGES.items():
+        (docs / name).write_text(text)
+    return docs
+
+
+async def search(where: str, arguments: dict[str, object], **options: object) -> list[str]:
+    """Document ids ``search`` returns, through an in-memory MCP client."""
+    async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
+        server = kb_server(kb, KBServerOptions(**options))  # type: ignore[arg-type]
+        async with connect_in_memory(server) as client:
+            result = await client.call_tool("search", {"top_k": 5, **arguments})
+    assert not result.is_error, result.content
+    return [hit["document_id"] for hit in result.structured_content["results"]]
+
+
+@pytest.mark.anyio
+async def test_ingestion_builds_the_graph_and_search_walks_it(tmp_path):
+    docs = write_pages(tmp_path)
+    where = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+        assert kb.modes == ["hybrid", "dense", "sparse", "graph", "mastra"]
+    assert (tmp_path / "kb" / "extensions" / "graph" / "graph.npz").exists()
+    found = await search(where, {"query": QUESTION, "mode": "graph"})
+    assert found[:2] == ["kiss.md", "temple.md"]
+    # Mastra's walk is seeded by the query: the same call ranks the same way.
+    first = await search(where, {"query": QUESTION, "mode": "mastra"})
+    assert first == await search(where, {"query": QUESTION, "mode": "mastra"})
+    assert set(first) <= set(PAGES)
+
+
+@pytest.mark.anyio
+async def test_graph_mode_never_crosses_the_mandatory_filter(tmp_path):
+    docs = write_pages(tmp_path)
+    where = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    hidden = {"path": {"$ne": "temple.md"}}
+    for mode in ("graph", "mastra"):
+        found = await search(where, {"query": QUESTION, "mode": mode}, mandatory_filter=hidden)
+        assert found
+        assert "temple.md" not in found
+        narrowed = await search(
+            where, {"query": QUESTION, "mode": mode, "filter": {"path": "kiss.md"}}, mandatory_filter=hidden
+        )
+        assert narrowed == ["kiss.md"]
+
+
+@pytest.mark.anyio
+async def test_edits_and_deletions_rank_like_a_fresh_ingest(tmp_path):
+    docs = write_pages(tmp_path)
+    updated = str(tmp_path / "updated")
+    async with await KnowledgeBase.open(
+        updated, kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+        (docs / "bananas.md").unlink()
+        (docs / "ghana.md").write_text(
+            "# Ghana\n\nGhana's capital is Accra; Shirley Temple was ambassador.\n"
+        )
+        await ingest(kb, [str(docs)])
+    fresh = str(tmp_path / "fresh")
+    async with await KnowledgeBase.open(
+        fresh, kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    for query in (QUESTION, "Which country exports bananas?", "Who was ambassador to Ghana?"):
+        arguments = {"query": query, "mode": "graph"}
+        assert await search(updated, arguments) == await search(fresh, arguments)
+    assert "bananas.md" not in await search(updated, {"query": "bananas", "mode": "graph"})
+
+
+@pytest.mark.anyio
+async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so(tmp_path):
+    docs = write_pages(tmp_path)
+    where = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256", extensions=False
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    async with (
+        await KnowledgeBase.open(where, kernel=kernel()) as kb,
+        connect_in_memory(kb_server(kb)) as client,
+    ):
+        result = await client.call_tool("search", {"query": QUESTION, "mode": "graph"})
+    assert result.is_error
+    assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text
