@@ -82,10 +82,9 @@ _spec = pluggy.HookspecMarker("toolkernel")
 def register_server_transports(registry: ServerTransportRegistry) -> None:
     """Add server-side transports: how an :class:`~toolkernel.MCPServer` is served.
 
-    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(options)``
-        takes :class:`~toolkernel.transports.ServeOptions` and returns a
-        :class:`~toolkernel.transports.ServerTransport`; with ``settings="NAME"``,
-        ``factory(options, settings)`` (see :func:`register_settings`).
+    :param registry: ``registry.add(name, factory)``; ``factory(options)`` takes
+        :class:`~toolkernel.transports.ServeOptions` and returns a
+        :class:`~toolkernel.transports.ServerTransport`.
 
     ``toolkernel serve --transport NAME`` picks the transport by name. The built-in
     ``stdio`` transport is registered through this hook.
@@ -100,9 +99,8 @@ def register_server_transports(registry: ServerTransportRegistry) -> None:
 def register_client_transports(registry: ClientTransportRegistry) -> None:
     """Add client-side transports: how a client reaches a server.
 
-    :param registry: ``registry.add(name, factory, schemes=(...), settings=None)``;
-        ``factory(target, options)`` (with ``settings="NAME"``: ``factory(target, options,
-        settings)``) returns an async context manager yielding the SDK's ``(read, write)``
+    :param registry: ``registry.add(name, factory, schemes=(...))``; ``factory(target,
+        options)`` returns an async context manager yielding the SDK's ``(read, write)``
         stream pair. ``schemes`` lists the URL schemes the transport answers for; an
         empty tuple means a command line (stdio).
 

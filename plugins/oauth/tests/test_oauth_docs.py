@@ -114,7 +114,7 @@ def test_protect_a_server_guide(guide_server: str) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "alice via dev, scopes: notes:read notes:write"
     refused = _cli("call", url, "add_note", "--args", '{"text": "hi"}', *bob)
-    assert refused.returncode == 3  # the server refused the request (docs/cli.md exit codes)
+    assert refused.returncode == 3  # the server refused (exit codes: docs/cli.md)
     assert "notes:write" in refused.stderr
     assert "add_note" not in _cli("inspect", url, *bob).stdout
     assert "add_note" in _cli("inspect", url, *alice).stdout
