@@ -125,6 +125,13 @@ def test_the_command_writes_a_store_plugin(tmp_path, capsys):
     assert "{{" not in "".join(Path(p).read_text() for p in written)
 
 
+def test_the_next_step_names_the_default_directory_as_a_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["plugin", "new", "lancedb", "--kind", "store"]) == 0
+    err = capsys.readouterr().err
+    assert "next: pip install -e './toolkernel-lancedb[test]' && pytest ./toolkernel-lancedb" in err
+
+
 @pytest.mark.parametrize(
     ("name", "kind", "message"),
     [

@@ -1,9 +1,9 @@
 """The plugin's own tests, using the fixtures of toolkernel's testing kit."""
 
 import pytest
-
 from toolkernel import MCPServer
 from toolkernel.testing import connect_in_memory
+
 from toolkernel_hello import plugin
 
 

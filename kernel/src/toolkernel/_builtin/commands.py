@@ -173,7 +173,9 @@ def _plugin(args: argparse.Namespace, kernel: Kernel) -> int:
     root = written[0].parent
     for path in written:
         print(path)
-    print(f"\nnext: pip install -e '{root}[test]' && pytest {root}", file=sys.stderr)
+    # "./" so pip reads a path, not a requirement name; the same form the docs give.
+    shown = str(root) if root.is_absolute() or str(root).startswith(".") else f"./{root}"
+    print(f"\nnext: pip install -e '{shown}[test]' && pytest {shown}", file=sys.stderr)
     return 0
 
 

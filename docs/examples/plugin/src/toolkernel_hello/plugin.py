@@ -1,7 +1,6 @@
 """The toolkernel-hello plugin: only hook implementations and cheap imports."""
 
 from pydantic import BaseModel
-
 from toolkernel import MissingDependencyError, ToolContext, hookimpl, tool
 
 
