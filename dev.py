@@ -1,6 +1,6 @@
 """Set up and run toolkernel from a fresh clone with nothing but Python 3.11 and pip.
 
-    python dev.py demo    # set up, serve the echo example over stdio and call it through the CLI
+    python dev.py demo    # set up, index docs/ as a knowledge base, serve it, ask it a question over MCP
     python dev.py test    # set up, then lint, type-check and run every test (what CI runs)
     python dev.py bench   # set up, then run the side-by-side benchmarks in tests/benchmarks
 
@@ -73,13 +73,27 @@ def packages() -> list[str]:
     return found
 
 
-def demo() -> None:
-    """Serve docs/examples/echo_server.py over stdio and call its tool through the CLI."""
+DEMO_QUESTION = "How do I add a vector store plugin?"
+
+
+def demo(args: list[str]) -> None:
+    """The main job on the embedded default: ingest docs/ into a knowledge base, serve it over
+    stdio, and ask it a question through an MCP client, printing the top passages and sources.
+
+    A rerun re-embeds only the documents that changed. ``python dev.py demo "a question"``
+    asks something else.
+    """
+    import json
+
     setup(npm=False)
     toolkernel = VENV / BIN / "toolkernel"
-    server = f"{VENV / BIN / 'python'} -m toolkernel serve docs/examples/echo_server.py:app"
-    run(toolkernel, "inspect", server)
-    run(toolkernel, "call", server, "echo", "--args", '{"text": "Hello from toolkernel"}')
+    kb = TOOLS / "demo-kb"
+    run(toolkernel, "kb", "ingest", "docs", "--kb", kb)
+    question = " ".join(args) or DEMO_QUESTION
+    print(f"\nQ: {question}\n", flush=True)
+    server = f"{toolkernel} kb serve --kb {kb}"
+    query = json.dumps({"query": question, "top_k": 3})
+    run(toolkernel, "call", server, "search", "--args", query, "--timeout", "300")
 
 
 def test(pytest_args: list[str]) -> None:
@@ -106,7 +120,7 @@ def bench(args: list[str]) -> None:
 def main() -> None:
     command, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if command == "demo":
-        demo()
+        demo(rest)
     elif command == "test":
         test(rest)
     elif command == "bench":

@@ -51,6 +51,8 @@ OWNED_DOCS = [
     DOCS / "plugins" / "guide.md",
     HOOKS_MD,
 ]
+# Documents that include example files whole, without owning every python block they show.
+DOCS_WITH_EXAMPLES = [*OWNED_DOCS, DOCS / "vector-stores.md"]
 
 # The 2025-era features the docs describe (logging, sampling, ping, resources/subscribe) warn as deprecated.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -74,7 +76,11 @@ def _no_ambient_configuration(monkeypatch):
 
 def load_example(relative: str) -> ModuleType:
     """Import ``docs/examples/<relative>`` as a fresh module (its module-level state starts empty)."""
-    path = EXAMPLES / relative
+    return load_module(EXAMPLES / relative)
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import the file at ``path`` as a fresh module."""
     name = f"docs_example_{path.stem}_{next(_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
@@ -196,6 +202,19 @@ def test_hook_sections_follow_the_spec_order_and_banners():
     assert documented == expected
 
 
+def test_hook_reference_is_generated_from_the_hookspec_docstrings(monkeypatch):
+    hookref = load_module(DOCS / "hookref.py")
+    current = text(HOOKS_MD)
+    assert hookref.rewrite(current) == current, "hooks.md is stale: run python docs/hookref.py"
+    # The check bites: a docstring edited in hookspecs.py makes the page stale.
+    specs = hookref.hook_specs()
+    signature, docstring = specs["register_tools"]
+    specs["register_tools"] = (signature, docstring.replace("Contribute tools", "Add tools"))
+    monkeypatch.setattr(hookref, "hook_specs", lambda: specs)
+    assert "Add tools to every" in hookref.rewrite(current)
+    assert hookref.rewrite(current) != current
+
+
 @pytest.mark.parametrize("hook", hook_names())
 def test_hook_has_a_behaviour_test(hook):
     assert f"test_hook_{hook}" in globals(), f"tests/test_docs.py needs test_hook_{hook}"
@@ -204,7 +223,7 @@ def test_hook_has_a_behaviour_test(hook):
 @pytest.mark.parametrize("path", example_files(), ids=lambda p: str(p.relative_to(EXAMPLES)))
 def test_example_file_appears_whole_in_the_docs(path):
     source = text(path)
-    where = [doc.name for doc in OWNED_DOCS if source in text(doc)]
+    where = [doc.name for doc in DOCS_WITH_EXAMPLES if source in text(doc)]
     assert where, f"{path.relative_to(ROOT)} is not included verbatim in any document"
 
 
@@ -222,7 +241,7 @@ def anchors(markdown: str) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for _, title, _ in sections(markdown)}
 
 
-@pytest.mark.parametrize("doc", OWNED_DOCS, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("doc", DOCS_WITH_EXAMPLES, ids=lambda p: str(p.relative_to(DOCS)))
 def test_relative_links_resolve(doc):
     for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text(doc)):
         if "://" in target or target.startswith("mailto:"):
@@ -325,10 +344,44 @@ async def test_hook_register_client_transports(kernel_with):
 async def test_hook_register_auth_providers(kernel_with):
     plugin = load_example("hooks/register_auth_providers.py")
     kernel = kernel_with(plugin, settings={"api-keys": {"keys": {"s3cret": "ada"}}})
-    provider = kernel.auth_providers.get("api-keys")(kernel.settings("api-keys"))
+    provider = kernel.auth_provider("api-keys")
     info = await provider.verify("s3cret")
     assert info == toolkernel.AuthInfo(subject="ada", client_id="api-key", scopes=("tools",))
     assert await provider.verify("wrong") is None
+    override = kernel.auth_provider("api-keys", keys={"other": "bob"})  # call options win
+    assert await override.verify("s3cret") is None
+    assert (await override.verify("other")).subject == "bob"
+
+
+@pytest.mark.anyio
+async def test_hook_register_client_auth(kernel_with):
+    import httpx2
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from toolkernel.client import MCPClient
+    from toolkernel.errors import MCPClientError
+
+    kernel = kernel_with(load_example("hooks/register_client_auth.py"))
+    factory = kernel.client_auth.get("api-key")
+
+    async def echo_key(request):
+        return PlainTextResponse(request.headers.get("x-api-key", ""))
+
+    app = Starlette(routes=[Route("/mcp", echo_key)])
+    auth = factory("http://test/mcp", {"type": "api-key", "key": "k1"})
+    async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), auth=auth) as http:
+        assert (await http.get("http://test/mcp")).text == "k1"
+    with pytest.raises(ValueError, match="needs `key`"):
+        factory("http://test/mcp", {"type": "api-key"})
+    config = {
+        "servers": {"s": {"url": "http://127.0.0.1:9/mcp", "auth": {"type": "api-key"}}},
+        "throw_on_load_error": True,
+    }
+    with pytest.raises(MCPClientError, match=r"servers\.s\.auth: auth type api-key needs `key`"):
+        async with MCPClient(config, kernel=kernel, persist=False):
+            pass
 
 
 @pytest.mark.anyio
@@ -378,6 +431,70 @@ async def test_hook_register_rerankers(kernel_with):
     reranker = kernel.reranker("word-overlap")
     scores = await reranker.score("red apple", ["A red car", "red apple pie", "bananas"])
     assert scores == [0.5, 1.0, 0.0]
+
+
+def test_hook_register_chunkers(kernel_with):
+    from toolkernel.chunkers import Chunk, Chunker
+
+    kernel = kernel_with(load_example("hooks/register_chunkers.py"))
+    chunker = kernel.chunker("paragraph")
+    assert isinstance(chunker, Chunker)
+    assert chunker.chunk("One.\n\nTwo\nlines.") == [Chunk("One.", 0, 4), Chunk("Two\nlines.", 6, 16)]
+    assert kernel.chunker("paragraph", min_chars=5).chunk("One.\n\nTwo\nlines.") == [
+        Chunk("Two\nlines.", 6, 16)
+    ]
+    assert chunker.describe() == {"name": "paragraph", "min_chars": 1}
+
+
+@pytest.mark.anyio
+async def test_hook_register_kb_extensions(tmp_path):
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import KBServerOptions, KnowledgeBase, ingest, kb_server
+    from toolkernel_rag import plugin as rag
+
+    plugin = load_example("hooks/register_kb_extensions.py")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    pages = [("quick.md", "Quickstart guide"), ("ref.md", "Reference"), ("old.md", "Quickstart notes")]
+    for name, title in pages:
+        (docs / name).write_text(f"# {title}\n\nSome text about {name}.\n")
+
+    def kernel():
+        return toolkernel.Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed, plugin])
+
+    where = str(tmp_path / "kb")
+    # Ingested without the extension first: opening it later catches it up.
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256", extensions=False
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    assert not (tmp_path / "kb" / "extensions" / "titles" / "titles.json").exists()
+    (docs / "old.md").unlink()
+    async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
+        await ingest(kb, [str(docs)])
+        assert kb.modes == ["hybrid", "dense", "sparse", "title"]
+        server = kb_server(kb, KBServerOptions(mandatory_filter={"path": {"$ne": "ref.md"}}))
+        async with connect_in_memory(server) as client:
+            [search] = [t for t in (await client.list_tools()).tools if t.name == "search"]
+            found = await client.call_tool("search", {"query": "quickstart reference", "mode": "title"})
+    assert "title" in search.input_schema["properties"]["mode"]["enum"]
+    # old.md was deleted (the extension heard of it), ref.md is outside the mandatory filter.
+    assert [h["document_id"] for h in found.structured_content["results"]] == ["quick.md"]
+
+
+@pytest.mark.anyio
+async def test_hook_register_entity_extractors(kernel_with):
+    from toolkernel.entities import EntityExtractor
+
+    plugin = load_example("hooks/register_entity_extractors.py")
+    kernel = kernel_with(plugin)
+    extractor = kernel.entity_extractor("acronyms")
+    assert isinstance(extractor, EntityExtractor)
+    assert await extractor.extract(["NASA and the ESA", "no names"]) == [["NASA", "ESA"], []]
+    assert await kernel.entity_extractor("acronyms", min_length=4).extract(["NASA and the ESA"]) == [["NASA"]]
+    assert extractor.describe() == {"name": "acronyms", "min_length": 2}
+    assert kernel.entity_extractors.origin("acronyms") == plugin.__name__
 
 
 @pytest.mark.anyio
@@ -595,8 +712,8 @@ def test_hook_register_settings(kernel_with, monkeypatch):
     with pytest.raises(toolkernel.ConfigError) as caught:
         kernel_with(plugin).check()
     assert str(caught.value) == (
-        "settings of plugin 'greeter' are invalid: plugins.greeter.exclaim: "
-        "Input should be less than or equal to 5"
+        "settings of plugin 'greeter' are invalid: [plugins.greeter] exclaim from "
+        "TOOLKERNEL_GREETER_EXCLAIM: Input should be less than or equal to 5"
     )
 
 
@@ -739,6 +856,32 @@ def test_guide_configuration_file(hello_installed):
     assert anyio.run(MCPServer("s", kernel=kernel).execute_tool, "hello", {"name": "Ada"}) == "Hi, Ada!"
 
 
+@pytest.mark.anyio
+async def test_guide_settings_build_a_factory(monkeypatch):
+    plugin = load_example("settings/keyword_boost.py")
+    path = EXAMPLES / "settings" / "toolkernel.toml"
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    reranker = kernel.reranker("keyword-boost")
+    assert isinstance(reranker, plugin.KeywordBoost)
+    assert (reranker.keywords, reranker.weight) == (["pgvector", "hnsw"], 2.5)
+    passages = ["HNSW in pgvector", "a pgvector index", "bananas"]
+    assert await reranker.score("index", passages) == [5.0, 3.5, 0.0]
+    assert kernel.reranker("keyword-boost", weight=1).weight == 1  # the call's options win
+    monkeypatch.setenv("TOOLKERNEL_KEYWORD_BOOST_KEYWORDS", '["bananas"]')
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    assert kernel.reranker("keyword-boost").keywords == ["bananas"]
+    monkeypatch.setenv("TOOLKERNEL_KEYWORD_BOOST_WEIGHT", "0")
+    kernel = toolkernel.Kernel.from_config(path, load_entry_points=False, plugins=[plugin])
+    with pytest.raises(toolkernel.ConfigError) as caught:
+        kernel.check()
+    assert str(caught.value) == (
+        "settings of plugin 'keyword-boost' are invalid: [plugins.keyword-boost] weight from "
+        "TOOLKERNEL_KEYWORD_BOOST_WEIGHT: Input should be greater than 0"
+    )
+    # Built directly, without a kernel, from a model the caller makes.
+    assert plugin.KeywordBoost(plugin.BoostSettings(weight=2)).weight == 2
+
+
 def test_guide_bad_settings_stop_serve(hello_installed, monkeypatch, capsys):
     from toolkernel.cli import main
 
@@ -748,8 +891,8 @@ def test_guide_bad_settings_stop_serve(hello_installed, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     assert main(["serve", "docs/examples/echo_server.py:app"]) == 2
     assert capsys.readouterr().err == (
-        "toolkernel: error: settings of plugin 'hello' are invalid: plugins.hello.emoji: "
-        "Input should be a valid boolean, unable to interpret input\n"
+        "toolkernel: error: settings of plugin 'hello' are invalid: [plugins.hello] emoji from "
+        "TOOLKERNEL_HELLO_EMOJI: Input should be a valid boolean, unable to interpret input\n"
     )
 
 
@@ -1334,6 +1477,67 @@ def test_observability_bad_exporter_name(monkeypatch):
     assert _telemetry.configure_from_env({"OTEL_TRACES_EXPORTER": "none"}) is False
 
 
+# ---------------------------------------------------------------------------
+# Writing a store: docs/vector-stores.md
+# ---------------------------------------------------------------------------
+
+STORES = EXAMPLES / "stores"
+
+
+def doc_line_after(doc: Path, prompt: str) -> str:
+    """The line a ``>>>`` example in ``doc`` shows as the result of ``prompt``."""
+    lines = text(doc).splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith(prompt)) + 1]
+
+
+def test_vector_stores_parsed_filter_is_as_shown():
+    from toolkernel.filters import parse_filter
+
+    parsed = parse_filter({"tags": "ai", "year": {"$gte": 2020}, "$not": {"draft": True}})
+    assert repr(parsed) == doc_line_after(DOCS / "vector-stores.md", ">>> parse_filter(")
+
+
+def test_vector_stores_sqlite_translation_is_as_shown():
+    from toolkernel.filters import parse_filter
+
+    sqlite_store = load_example("stores/sqlite_store.py")
+    sql = sqlite_store.translate(parse_filter({"tags": "ai", "year": {"$gte": 2020}}).root)
+    assert repr(sql) == doc_line_after(DOCS / "vector-stores.md", ">>> translate(")
+
+
+def test_vector_stores_sqlite_example_passes_the_kit():
+    done = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "pytest", str(STORES / "test_sqlite_store.py"), "-q"),
+            *("-p", "no:cacheprovider", "-o", f"pythonpath={STORES}"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert re.search(r"\b32 passed\b", done.stdout), done.stdout[-1000:]
+
+
+@pytest.mark.anyio
+async def test_vector_stores_sqlite_example_configured_from_toml(tmp_path):
+    sqlite_store = load_example("stores/sqlite_store.py")
+    config = tmp_path / "toolkernel.toml"
+    config.write_text(f'[plugins.sqlite]\npath = "{tmp_path / "vectors.db"}"\n')
+    kernel = toolkernel.Kernel.from_config(config, load_entry_points=False, plugins=[sqlite_store])
+    store = kernel.vector_store("sqlite")
+    assert store.settings.path == str(tmp_path / "vectors.db")
+    await store.create_index("docs", 2)
+    await store.upsert("docs", ["a", "b"], [[1, 0], [0, 1]], metadata=[{"tags": ["ai", "db"]}, {"tags": "x"}])
+    await store.aclose()
+    reopened = kernel.vector_store("sqlite")  # the file keeps what the first store wrote
+    assert [h.id for h in await reopened.query("docs", [1, 0], filter={"tags": "db"})] == ["a"]
+    await reopened.aclose()
+    in_memory = kernel.vector_store("sqlite", path=":memory:")  # the call's options win
+    assert await in_memory.list_indexes() == []
+    await in_memory.aclose()
 # -- tasks, roots and sampling parameters, pagination ---------------------------------------------
 
 TASKS = "io.modelcontextprotocol/tasks"

@@ -76,6 +76,8 @@ def test_every_hookspec_is_covered_here():
             "register_vector_stores",
             "register_embedders",
             "register_rerankers",
+            "register_chunkers",
+            "register_kb_extensions",
             "register_tools",
             "register_resources",
             "register_prompts",
@@ -363,6 +365,82 @@ async def test_register_rerankers(kernel_with):
     reranker = kernel.reranker("overlap")
     assert isinstance(reranker, Reranker)
     assert await reranker.score("red fox", ["a red car", "the red fox", "blue"]) == [1.0, 2.0, 0.0]
+
+
+class LineChunker:
+    """One chunk per non-empty line: a real (if tiny) chunker."""
+
+    name = "lines"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+    def chunk(self, text: str) -> list[Any]:
+        from toolkernel.chunkers import Chunk
+
+        out, start = [], 0
+        for line in text.splitlines(keepends=True):
+            if line.strip():
+                out.append(Chunk(line.strip(), start + line.index(line.strip()), start + len(line.rstrip())))
+            start += len(line)
+        return out
+
+
+class NullExtension:
+    """A knowledge-base extension that remembers what it was told."""
+
+    modes = ("nothing",)
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.batches: list[Any] = []
+
+    async def on_ingest(self, batch: Any) -> None:
+        self.batches.append(batch)
+
+    async def retrieve(self, mode: str, request: Any) -> list[Any]:
+        return []
+
+    def tools(self) -> list[Any]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+class RetrievalParts:
+    @hookimpl
+    def register_chunkers(self, registry):
+        registry.add("lines", LineChunker)
+
+    @hookimpl
+    def register_kb_extensions(self, registry):
+        registry.add("null", NullExtension)
+
+
+def test_register_chunkers(kernel_with):
+    from toolkernel.chunkers import Chunk, Chunker
+
+    kernel = kernel_with(RetrievalParts())
+    chunker = kernel.chunker("lines")
+    assert isinstance(chunker, Chunker)
+    assert chunker.chunk("a b\n\n  c\n") == [Chunk("a b", 0, 3), Chunk("c", 7, 8)]
+    assert kernel.chunkers.origin("lines") != "commands"
+    with pytest.raises(LookupError, match="no chunker named 'words'"):
+        kernel.chunker("words")
+
+
+def test_register_kb_extensions(kernel_with):
+    from toolkernel.errors import RegistrationError
+    from toolkernel.knowledge import KBExtension
+    from toolkernel.registries import KBExtensionRegistry
+
+    kernel = kernel_with(RetrievalParts())
+    assert list(kernel.kb_extensions) == ["null"]
+    extension = kernel.kb_extensions.get("null")(object())
+    assert isinstance(extension, KBExtension)
+    with pytest.raises(RegistrationError, match="lowercase letters"):
+        KBExtensionRegistry().add("Graph RAG", NullExtension)
 
 
 # ---------------------------------------------------------------------------
@@ -683,9 +761,9 @@ def test_register_settings_bad_value_names_the_field(kernel_with):
         kernel.settings("my-cache")
     assert str(info.value) == (
         "settings of plugin 'my-cache' are invalid: "
-        "plugins.my-cache.ttl_s: Input should be greater than or equal to 0"
+        "[plugins.my-cache] ttl_s in Kernel(settings=...): Input should be greater than or equal to 0"
     )
-    with pytest.raises(ConfigError, match=r"plugins\.my-cache\.ttl_s"):
+    with pytest.raises(ConfigError, match=r"\[plugins\.my-cache\] ttl_s"):
         kernel.check()
 
 
@@ -698,7 +776,10 @@ def test_register_settings_from_environment(kernel_with, monkeypatch):
     monkeypatch.delenv("TOOLKERNEL_MY_CACHE_LABEL")
     assert kernel.settings("my-cache") == CacheSettings(ttl_s=7, label="from-config")
     monkeypatch.setenv("TOOLKERNEL_MY_CACHE_TTL_S", "soon")
-    with pytest.raises(ConfigError, match=r"plugins\.my-cache\.ttl_s: Input should be a valid integer"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[plugins\.my-cache\] ttl_s from TOOLKERNEL_MY_CACHE_TTL_S: Input should be a valid integer",
+    ):
         kernel_with(SettingsPlugin()).settings("my-cache")
 
 
@@ -738,9 +819,25 @@ def test_register_commands_adds_a_runnable_subcommand(kernel_with, capsys):
     assert anyio.run(wait) == 3
     assert plugin.ran == [("bob", 2)]
     assert capsys.readouterr().out == "hello bob hello bob \n"
-    assert list(kernel.commands)[:5] == ["serve", "plugins", "inspect", "call", "version"]
+    assert list(kernel.commands)[:6] == ["serve", "plugins", "plugin", "inspect", "call", "version"]
     assert kernel.commands.origin("greet") != kernel.commands.origin("serve")
     assert kernel.commands.origin("serve") == "commands"
+
+
+class KernelAwareCommand:
+    @hookimpl
+    def register_commands(self, registry):
+        registry.add("show", self.configure, lambda args, kernel: 0, pass_kernel=True)
+
+    def configure(self, parser, kernel):
+        for name in kernel.chunkers:
+            parser.add_argument(f"--no-{name}", action="store_true")
+
+
+def test_register_commands_with_the_kernel_in_configure(kernel_with):
+    kernel = kernel_with(KernelAwareCommand(), RetrievalParts())
+    args = build_parser(kernel).parse_args(["show", "--no-lines"])
+    assert args.no_lines is True
 
 
 @pytest.mark.anyio

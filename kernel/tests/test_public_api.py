@@ -1,8 +1,15 @@
 """The public API is pinned, and importing it stays cheap."""
 
+import importlib
+import inspect
 import json
+import pkgutil
+import re
 import subprocess
 import sys
+import typing
+
+import pytest
 
 import toolkernel
 
@@ -108,3 +115,300 @@ def test_kernel_with_every_installed_plugin_imports_no_backend():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert json.loads(done.stdout) == []
+
+
+# Every public module's __all__, pinned (httpx's test_exported_members does the same).
+PUBLIC_MODULES: dict[str, list[str]] = {
+    "toolkernel.auth": [
+        "AuthInfo",
+        "AuthProvider",
+        "AuthProviderFactory",
+    ],
+    "toolkernel.calls": [
+        "ToolCaller",
+    ],
+    "toolkernel.cli": [
+        "Command",
+        "CommandRegistry",
+        "Configure",
+        "Run",
+        "build_parser",
+        "main",
+    ],
+    "toolkernel.client": [
+        "HTTPServerConfig",
+        "MCPClient",
+        "MCPClientConfig",
+        "MemoryServerStore",
+        "NamespacedTool",
+        "ReliabilityPolicy",
+        "RestartPolicy",
+        "ServerSnapshot",
+        "ServerState",
+        "ServerStore",
+        "SqliteServerStore",
+        "StateChange",
+        "StdioServerConfig",
+        "ToolError",
+        "ToolOutput",
+        "ToolRef",
+    ],
+    "toolkernel.client.config": [
+        "ContentKind",
+        "DEFAULT_OUTPUT_HANDLING",
+        "Destination",
+        "HTTPServerConfig",
+        "MCPClientConfig",
+        "ReliabilityPolicy",
+        "RestartPolicy",
+        "ServerConfig",
+        "StdioServerConfig",
+        "check_server_name",
+        "format_errors",
+        "validate_config",
+        "validate_server",
+    ],
+    "toolkernel.client.errors": [
+        "CONNECTION_CLOSED",
+        "REQUEST_CANCELLED",
+        "REQUEST_TIMEOUT",
+        "ToolError",
+    ],
+    "toolkernel.client.storage": [
+        "MemoryServerStore",
+        "ServerStore",
+        "SqliteServerStore",
+        "default_store_path",
+    ],
+    "toolkernel.config": [
+        "KernelConfig",
+        "env_prefix",
+        "find_config",
+        "load_config",
+        "plugin_settings",
+    ],
+    "toolkernel.context": [
+        "Elicitation",
+        "InputRequired",
+        "LogLevel",
+        "RequestValues",
+        "Sampled",
+        "ToolContext",
+        "encode_state",
+    ],
+    "toolkernel.embedders": [
+        "Embedder",
+        "EmbedderFactory",
+        "split_embedder_name",
+    ],
+    "toolkernel.errors": [
+        "ConfigError",
+        "MCPClientError",
+        "MissingDependencyError",
+        "PluginLoadError",
+        "RegistrationError",
+        "ToolExecutionError",
+        "ToolkernelError",
+    ],
+    "toolkernel.events": [
+        "SessionEvent",
+        "ToolEvent",
+    ],
+    "toolkernel.filters": [
+        "ALL_OPERATORS",
+        "And",
+        "Condition",
+        "FIELD_OPERATORS",
+        "FieldOperator",
+        "Filter",
+        "LOGICAL_OPERATORS",
+        "Node",
+        "Nor",
+        "Not",
+        "Or",
+        "Scalar",
+        "coerce_filter",
+        "matches",
+        "parse_filter",
+        "require_supported",
+    ],
+    "toolkernel.hookspecs": [
+        "on_server_start",
+        "on_server_stop",
+        "on_session_start",
+        "on_session_stop",
+        "on_tool_error",
+        "on_tool_input_available",
+        "on_tool_input_delta",
+        "on_tool_input_start",
+        "on_tool_output",
+        "register_auth_providers",
+        "register_client_transports",
+        "register_commands",
+        "register_embedders",
+        "register_prompts",
+        "register_rerankers",
+        "register_resources",
+        "register_server_transports",
+        "register_settings",
+        "register_tool_middleware",
+        "register_tools",
+        "register_vector_stores",
+    ],
+    "toolkernel.middleware": [
+        "CallNext",
+        "ToolCall",
+        "ToolMiddleware",
+        "ToolOutcome",
+        "chain",
+    ],
+    "toolkernel.prompts": [
+        "Prompt",
+        "PromptArgument",
+        "PromptOutput",
+        "prompt",
+    ],
+    "toolkernel.registries": [
+        "AuthProviderRegistry",
+        "ClientTransportRegistry",
+        "ClientTransportSpec",
+        "EmbedderRegistry",
+        "Entry",
+        "MiddlewareRegistry",
+        "OriginResolver",
+        "PromptRegistry",
+        "Registry",
+        "RerankerRegistry",
+        "ResourceRegistry",
+        "ServerTransportRegistry",
+        "SettingsRegistry",
+        "ToolRegistry",
+        "VectorStoreRegistry",
+    ],
+    "toolkernel.rerankers": [
+        "Reranker",
+        "RerankerFactory",
+    ],
+    "toolkernel.resources": [
+        "Completer",
+        "ReadResult",
+        "Resource",
+        "ResourceTemplate",
+        "call_maybe_async",
+    ],
+    "toolkernel.server": [
+        "Agent",
+        "AskInput",
+        "MCPServer",
+        "Package",
+        "Remote",
+        "Repository",
+        "Workflow",
+    ],
+    "toolkernel.testing": [
+        "connect_in_memory",
+        "connect_sdk_client",
+    ],
+    "toolkernel.testing.services": [
+        "ChromaService",
+        "LOG_TAIL_LINES",
+        "PostgresService",
+        "ServiceStartError",
+        "chroma_server",
+        "free_port",
+        "log_tail",
+        "postgres_server",
+    ],
+    "toolkernel.testing.stores": [
+        "FILTER_CASES",
+        "FILTER_RECORDS",
+        "SOLE_OPERATOR_FILTERS",
+        "VectorStoreContract",
+        "exact_scores",
+    ],
+    "toolkernel.threads": [
+        "WorkerThreads",
+    ],
+    "toolkernel.tools": [
+        "Tool",
+        "ToolAnnotations",
+        "ToolCallback",
+        "ToolInputError",
+        "ToolOutputError",
+        "ToolResult",
+        "create_tool",
+        "text_block",
+        "tool",
+    ],
+    "toolkernel.transports": [
+        "ClientTransportFactory",
+        "ClientTransportOptions",
+        "ReadStreamBase",
+        "ServeOptions",
+        "ServerTransport",
+        "ServerTransportFactory",
+        "ServingApp",
+        "WriteStreamBase",
+    ],
+    "toolkernel.vectors": [
+        "FilterInput",
+        "IndexExistsError",
+        "IndexInfo",
+        "IndexNotFoundError",
+        "InvalidFilterError",
+        "METRICS",
+        "Metadata",
+        "MetadataValue",
+        "Metric",
+        "QueryResult",
+        "Scalar",
+        "UnsupportedFilterError",
+        "VectorInputError",
+        "VectorStore",
+        "VectorStoreError",
+        "VectorStoreFactory",
+        "check_index_args",
+        "check_index_name",
+        "check_metadata",
+        "check_options",
+        "check_top_k",
+        "check_upsert",
+        "check_vector",
+        "query_results",
+    ],
+}
+
+
+def _public_modules() -> list[str]:
+    return sorted(
+        info.name
+        for info in pkgutil.walk_packages(toolkernel.__path__, "toolkernel.")
+        if not any(part.startswith("_") for part in info.name.split(".")[1:])
+    )
+
+
+def test_every_public_module_is_pinned():
+    assert _public_modules() == sorted(PUBLIC_MODULES)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC_MODULES))
+def test_module_all_is_pinned_and_complete(name):
+    module = importlib.import_module(name)
+    assert module.__all__ == PUBLIC_MODULES[name]
+    for exported in module.__all__:
+        assert hasattr(module, exported), f"{name}.__all__ names {exported!r}, which does not exist"
+    source = inspect.getsource(module)
+    defined = {
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and not isinstance(value, typing.TypeVar)
+        and not inspect.ismodule(value)
+        and (
+            getattr(value, "__module__", None) == name
+            if inspect.isclass(value) or inspect.isfunction(value)
+            else re.search(rf"^{attr}\s*(:[^=]*)?=", source, re.M) is not None
+        )
+    }
+    missing = sorted(defined - set(module.__all__))
+    assert not missing, f"{name} defines public {missing} outside __all__: export them or add a leading _"

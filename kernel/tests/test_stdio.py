@@ -63,6 +63,21 @@ SLOW_SERVER = textwrap.dedent(
 )
 
 
+SURROGATE_SERVER = textwrap.dedent(
+    '''
+    from toolkernel import MCPServer
+
+    app = MCPServer("surrogates", "0.0.1")
+
+
+    @app.tool
+    def listing() -> str:
+        """A file name as os.fsdecode gives it for non-UTF-8 bytes: JSON cannot encode it."""
+        return "report-\\udcff.txt"
+    '''
+)
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "TOOLKERNEL_LOG_LEVEL": "WARNING"}
 
@@ -224,6 +239,48 @@ async def test_tool_printing_to_stdout_does_not_corrupt_the_wire(tmp_path):
     assert "NOISE FROM A TOOL: abc" in stderr
     assert "NOISE FROM A TOOL: déf" in stderr
     assert stderr.count("MORE NOISE") == 2
+
+
+@pytest.mark.anyio
+async def test_unencodable_result_is_an_internal_error_naming_the_tool(tmp_path):
+    (tmp_path / "surrogate_server.py").write_text(SURROGATE_SERVER)
+    server = await RawServer.start(f"{tmp_path / 'surrogate_server.py'}:app", cwd=tmp_path)
+    try:
+        await server.initialize()
+        failed = await server.request(1, "tools/call", {"name": "listing", "arguments": {}})
+        listed = await server.request(2, "tools/list", {})
+        code, _ = await server.close_and_wait()
+    finally:
+        server.kill()
+    assert failed["id"] == 1
+    assert failed["error"]["code"] == -32603
+    assert "tool 'listing'" in failed["error"]["message"]
+    assert "JSON" in failed["error"]["message"]
+    assert listed["result"]["tools"][0]["name"] == "listing"
+    assert code == 0
+
+
+@pytest.mark.anyio
+async def test_reinitialize_is_refused_and_the_session_keeps_its_version():
+    server = await RawServer.start(ECHO_TARGET)
+    try:
+        await server.initialize()
+        params = {
+            "protocolVersion": "2025-03-26",
+            "capabilities": {},
+            "clientInfo": {"name": "again", "version": "0"},
+        }
+        again = await server.request(1, "initialize", params)
+        broken = await server.request(2, "initialize", {"protocolVersion": 7})
+        echoed = await server.request(3, "tools/call", {"name": "echo", "arguments": {"text": "intact"}})
+        code, _ = await server.close_and_wait()
+    finally:
+        server.kill()
+    assert again["error"]["code"] == -32600
+    assert "already initialized" in again["error"]["message"]
+    assert broken["error"]["code"] == -32600
+    assert echoed["result"]["content"][0]["text"] == "intact"
+    assert code == 0
 
 
 def test_server_exits_at_once_when_stdin_is_dev_null():

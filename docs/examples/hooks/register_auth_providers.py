@@ -10,8 +10,8 @@ class ApiKeySettings(BaseModel):
 
 
 class ApiKeyProvider:
-    def __init__(self, settings):
-        self.keys = settings.keys if settings is not None else {}
+    def __init__(self, settings: ApiKeySettings):  # built by the kernel with validated settings
+        self.keys = settings.keys
 
     async def verify(self, token):
         subject = self.keys.get(token)
@@ -27,4 +27,4 @@ def register_settings(registry):
 
 @hookimpl
 def register_auth_providers(registry):
-    registry.add("api-keys", ApiKeyProvider)
+    registry.add("api-keys", ApiKeyProvider, settings="api-keys")

@@ -20,8 +20,12 @@ from toolkernel._loading import LoadPolicy, PluginInfo, describe_entry_point, di
 from toolkernel.errors import ConfigError, PluginLoadError, RegistrationError
 from toolkernel.registries import (
     AuthProviderRegistry,
+    ChunkerRegistry,
+    ClientAuthRegistry,
     ClientTransportRegistry,
     EmbedderRegistry,
+    EntityExtractorRegistry,
+    KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
     Registry,
@@ -38,11 +42,20 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
+    from toolkernel.auth import AuthProvider
+    from toolkernel.chunkers import Chunker
     from toolkernel.cli import CommandRegistry
     from toolkernel.embedders import Embedder
+    from toolkernel.entities import EntityExtractor
     from toolkernel.rerankers import Reranker
     from toolkernel.server import MCPServer
-    from toolkernel.transports import ClientTransportOptions, ServeOptions, ServingApp, TransportStreams
+    from toolkernel.transports import (
+        ClientTransportOptions,
+        ServeOptions,
+        ServerTransport,
+        ServingApp,
+        TransportStreams,
+    )
     from toolkernel.vectors import VectorStore
 
 R = TypeVar("R", bound=Registry[Any])
@@ -69,8 +82,9 @@ class Kernel:
     :param disable: never load these (default: ``TOOLKERNEL_DISABLE_PLUGINS``).
     :param strict: a plugin failure raises instead of being reported (default:
         ``TOOLKERNEL_STRICT_PLUGINS``).
-    :param settings: plugin settings by plugin settings name, validated against the models
-        plugins declare through ``register_settings``.
+    :param settings: plugin settings by settings name (the ``[plugins.<name>]`` tables),
+        validated against the models plugins declare through ``register_settings``.
+    :param config_file: the file ``settings`` were read from, for error messages.
     """
 
     @classmethod
@@ -87,6 +101,7 @@ class Kernel:
             "disable": None if env.get("TOOLKERNEL_DISABLE_PLUGINS") is not None else config.disable,
             "strict": None if env.get("TOOLKERNEL_STRICT_PLUGINS") is not None else config.strict,
             "settings": config.settings,
+            "config_file": config.file,
         }
         options.update(overrides)
         return cls(**options)
@@ -100,12 +115,14 @@ class Kernel:
         disable: Collection[str] | None = None,
         strict: bool | None = None,
         settings: Mapping[str, Mapping[str, Any]] | None = None,
+        config_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self._pm = pluggy.PluginManager("toolkernel")
         self._pm.add_hookspecs(hookspecs)
         self._policy = LoadPolicy.resolve(only, disable, strict)
         self._infos: dict[str, PluginInfo] = {}
         self._raw_settings = dict(settings or {})
+        self._config_file = config_file
         self._validated_settings: dict[str, BaseModel] = {}
         self._event_callers: dict[str, list[tuple[str, Callable[..., Any]]]] = {}
         self._generation = 0
@@ -270,6 +287,11 @@ class Kernel:
         return self._collect("register_auth_providers", AuthProviderRegistry(self._origin_of))
 
     @cached_property
+    def client_auth(self) -> ClientAuthRegistry:
+        """Client auth factories by ``auth.type`` (``oauth`` with toolkernel-oauth)."""
+        return self._collect("register_client_auth", ClientAuthRegistry(self._origin_of))
+
+    @cached_property
     def vector_stores(self) -> VectorStoreRegistry:
         """Vector store factories by name."""
         return self._collect("register_vector_stores", VectorStoreRegistry(self._origin_of))
@@ -283,6 +305,21 @@ class Kernel:
     def rerankers(self) -> RerankerRegistry:
         """Reranker factories by name."""
         return self._collect("register_rerankers", RerankerRegistry(self._origin_of))
+
+    @cached_property
+    def chunkers(self) -> ChunkerRegistry:
+        """Chunker factories by name."""
+        return self._collect("register_chunkers", ChunkerRegistry(self._origin_of))
+
+    @cached_property
+    def kb_extensions(self) -> KBExtensionRegistry:
+        """Knowledge-base extension factories by name."""
+        return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
+
+    @cached_property
+    def entity_extractors(self) -> EntityExtractorRegistry:
+        """Entity extractor factories by name."""
+        return self._collect("register_entity_extractors", EntityExtractorRegistry(self._origin_of))
 
     @cached_property
     def tools(self) -> ToolRegistry:
@@ -317,50 +354,134 @@ class Kernel:
         return self._collect("register_commands", CommandRegistry(self._origin_of))
 
     def check(self) -> None:
-        """Fill every registry and validate every plugin's settings now, not on first use."""
+        """Fill every registry and validate every plugin's settings now, not on first use.
+
+        A section that nothing sets (no table, no environment variable) is left for first
+        use, so an installed plugin nobody configured does not stop the others; one that is
+        set at all must be valid. Also fails when a factory
+        was registered with ``settings="NAME"`` but no plugin declared settings ``NAME``.
+        """
         for attr in _REGISTRY_ATTRS:
             getattr(self, attr)
         for name in self.settings_models:
-            self.settings(name)
+            if self._settings_given(name):
+                self.settings(name)
+        for registry in self._factory_registries():
+            for entry in registry.entries():
+                if entry.settings is not None and entry.settings not in self.settings_models:
+                    raise ConfigError(
+                        f"{registry.kind} {entry.name!r} (from {entry.origin}) is built with settings "
+                        f"{entry.settings!r}, but no plugin declares them through register_settings"
+                    )
+
+    def _settings_given(self, name: str) -> bool:
+        """Whether a table or an environment variable sets anything in section ``name``."""
+        from toolkernel.config import env_prefix
+
+        prefix = env_prefix(name)
+        return bool(self._raw_settings.get(name)) or any(var.startswith(prefix) for var in os.environ)
+
+    def _factory_registries(self) -> list[Registry[Any]]:
+        return [
+            self.server_transports,
+            self.client_transports,
+            self.auth_providers,
+            self.vector_stores,
+            self.embedders,
+            self.rerankers,
+            self.chunkers,
+        ]
 
     # -- typed access to what plugins provide -----------------------------------------------
 
-    def settings(self, name: str) -> BaseModel:
-        """Plugin ``name``'s validated settings (config section, then ``TOOLKERNEL_<NAME>_*``)."""
-        if name in self._validated_settings:
+    def settings(self, name: str, /, **options: Any) -> BaseModel:
+        """The validated settings section ``name``: ``[plugins.<name>]``, then ``TOOLKERNEL_<NAME>_*``.
+
+        ``options`` override both (as a factory call's options do); without them the
+        result is computed once. Errors name the file, the table, the key and where the
+        value came from.
+
+        :raises ConfigError: a value is invalid, or a key is not a field of the model.
+        :raises LookupError: no plugin declared settings ``name``.
+        """
+        if not options and name in self._validated_settings:
             return self._validated_settings[name]
-        from pydantic import ValidationError
+        from toolkernel.config import plugin_settings
 
         model = self.settings_models.get(name)
-        data = dict(self._raw_settings.get(name, {}))
-        prefix = f"TOOLKERNEL_{name.upper().replace('-', '_')}_"
-        for key, value in os.environ.items():
-            if key.startswith(prefix):
-                data[key[len(prefix) :].lower()] = value
-        try:
-            validated = model.model_validate(data)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"plugins.{name}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-            )
-            raise ConfigError(f"settings of plugin {name!r} are invalid: {problems}") from None
-        self._validated_settings[name] = validated
+        validated = plugin_settings(
+            name,
+            model,
+            table=self._raw_settings.get(name),
+            file=self._config_file,
+            options=options,
+            other_sections=list(self.settings_models),
+        )
+        if not options:
+            self._validated_settings[name] = validated
         return validated
 
+    def _factory_settings(self, registry: Registry[Any], name: str, options: Mapping[str, Any]) -> BaseModel:
+        """The settings a factory registered with ``settings=...`` is built with, call options winning."""
+        section = registry.settings_of(name)
+        assert section is not None
+        if section not in self.settings_models:
+            raise ConfigError(
+                f"{registry.kind} {name!r} (from {registry.origin(name)}) is built with settings "
+                f"{section!r}, but no plugin declares them through register_settings"
+            )
+        return self.settings(section, **options)
+
     def vector_store(self, name: str, **options: Any) -> VectorStore:
-        """A vector store from the factory registered as ``name``."""
-        return self.vector_stores.get(name)(**options)
+        """A vector store from the factory registered as ``name``.
+
+        A factory registered with ``settings=`` gets ``factory(settings_model)``, the model
+        validated from its ``[plugins.<settings>]`` table, environment and ``options``;
+        any other gets ``factory(**options)``.
+        """
+        factory = self.vector_stores.get(name)
+        if self.vector_stores.settings_of(name) is None:
+            return factory(**options)
+        return factory(self._factory_settings(self.vector_stores, name, options))
 
     def embedder(self, name: str, **options: Any) -> Embedder:
-        """The embedder ``provider/model``."""
+        """The embedder ``provider/model``: ``factory(model, settings)`` or ``factory(model, **options)``."""
         from toolkernel.embedders import split_embedder_name
 
         provider, model = split_embedder_name(name)
-        return self.embedders.get(provider)(model, **options)
+        factory = self.embedders.get(provider)
+        if self.embedders.settings_of(provider) is None:
+            return factory(model, **options)
+        return factory(model, self._factory_settings(self.embedders, provider, options))
 
     def reranker(self, name: str, **options: Any) -> Reranker:
-        """A reranker from the factory registered as ``name``."""
-        return self.rerankers.get(name)(**options)
+        """A reranker from the factory registered as ``name`` (settings as for :meth:`vector_store`)."""
+        factory = self.rerankers.get(name)
+        if self.rerankers.settings_of(name) is None:
+            return factory(**options)
+        return factory(self._factory_settings(self.rerankers, name, options))
+
+    def auth_provider(self, name: str, **options: Any) -> AuthProvider:
+        """An auth provider: ``factory(settings_model)``, or ``factory(None)`` when it has no settings."""
+        factory = self.auth_providers.get(name)
+        if self.auth_providers.settings_of(name) is None:
+            if options:
+                raise ConfigError(
+                    f"auth provider {name!r} takes no settings; got {', '.join(sorted(options))}"
+                )
+            return factory(None)
+        return factory(self._factory_settings(self.auth_providers, name, options))
+
+    def chunker(self, name: str, **options: Any) -> Chunker:
+        """A chunker from the factory registered as ``name`` (settings as for :meth:`vector_store`)."""
+        factory = self.chunkers.get(name)
+        if self.chunkers.settings_of(name) is None:
+            return factory(**options)
+        return factory(self._factory_settings(self.chunkers, name, options))
+
+    def entity_extractor(self, name: str, **options: Any) -> EntityExtractor:
+        """An entity extractor from the factory registered as ``name``."""
+        return self.entity_extractors.get(name)(**options)
 
     def client_transport(
         self,
@@ -374,8 +495,13 @@ class Kernel:
 
         if name is None:
             name = self.client_transports.for_target(target if isinstance(target, str) else "")
-        spec = self.client_transports.get(name)
-        return spec.factory(target, options or ClientTransportOptions())
+        factory: Callable[..., AbstractAsyncContextManager[TransportStreams]] = self.client_transports.get(
+            name
+        ).factory
+        if self.client_transports.settings_of(name) is None:
+            return factory(target, options or ClientTransportOptions())
+        settings = self._factory_settings(self.client_transports, name, {})
+        return factory(target, options or ClientTransportOptions(), settings)
 
     # -- events ---------------------------------------------------------------------------
 
@@ -434,7 +560,13 @@ class Kernel:
         from toolkernel._telemetry import configure_from_env
 
         configure_from_env()
-        server_transport = self.server_transports.get(transport)(options or ServeOptions())
+        options = options or ServeOptions()
+        factory: Callable[..., ServerTransport] = self.server_transports.get(transport)
+        if self.server_transports.settings_of(transport) is None:
+            server_transport = factory(options)
+        else:
+            settings = self._factory_settings(self.server_transports, transport, options.extra)
+            server_transport = factory(options, settings)
         app = self.serving_app(server)
         await self.emit("on_server_start", server=server)
         try:
@@ -454,9 +586,13 @@ _REGISTRY_ATTRS = (
     "server_transports",
     "client_transports",
     "auth_providers",
+    "client_auth",
     "vector_stores",
     "embedders",
     "rerankers",
+    "chunkers",
+    "kb_extensions",
+    "entity_extractors",
     "tools",
     "resources",
     "prompts",

@@ -25,6 +25,7 @@ from pydantic import Field
 
 from toolkernel._listen import TaskListenHandler
 from toolkernel._telemetry import RequestSpans
+from toolkernel.auth import AuthInfo
 from toolkernel.calls import ToolCaller
 from toolkernel.context import InputRequired, ToolContext, encode_state
 from toolkernel.errors import ProtocolError, missing_capability
@@ -32,6 +33,7 @@ from toolkernel.events import SessionEvent
 from toolkernel.resources import call_maybe_async
 from toolkernel.skills import SKILLS_EXTENSION, mime_type
 from toolkernel.tasks import TASKS_EXTENSION, TaskHandle, TaskRecord, TaskRunner
+from toolkernel.wire import answering
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, ServerRequestContext
@@ -140,7 +142,7 @@ class ServingAppImpl:
                 on_set_logging_level=handlers.set_logging_level,
                 on_subscriptions_listen=TaskListenHandler(s.subscription_bus, self.tasks),
             )
-        proto.middleware = [RequestSpans(), _TrackConnections(s)]
+        proto.middleware = [RequestSpans(), _TrackConnections(s), _OneHandshake()]
         if any(t.task is not None for t in self.tools.values()):
             proto.extensions[TASKS_EXTENSION] = {}
         if s.skills:
@@ -196,6 +198,25 @@ class _TrackConnections:
         return await call_next(ctx)
 
 
+class _OneHandshake:
+    """SDK middleware refusing ``initialize`` on a connection an earlier one initialized.
+
+    A second handshake must not change the session's protocol version or client info,
+    and a transport must not take its failure for the failure of the session.
+    """
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        if ctx.method == "initialize":
+            connection = connection_of(ctx)
+            if connection is not None and connection.client_params is not None:
+                raise MCPError(
+                    types.INVALID_REQUEST,
+                    "Invalid Request: the session is already initialized; open a new session "
+                    "to initialize again",
+                )
+        return await call_next(ctx)
+
+
 class _Handlers:
     """The SDK request handlers for one served server."""
 
@@ -214,15 +235,27 @@ class _Handlers:
         if tools is not self._listed_from:
             self._listed = [types.Tool.model_validate(t.describe()) for t in tools.values()]
             self._listed_from = tools
-        page, cursor = _page(self._listed, params, self.server.page_size)
+        listed = self._listed
+        caller = _auth_info(ctx)
+        if caller is not None and any(t.scopes for t in tools.values()):
+            # A caller sees only the tools its scopes allow.
+            listed = [
+                described
+                for described, t in zip(listed, tools.values(), strict=True)
+                if _allowed(caller, t.scopes)
+            ]
+        page, cursor = _page(listed, params, self.server.page_size)
         return types.ListToolsResult(tools=page, next_cursor=cursor)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         tool = self.app.tools.get(params.name)
-        if tool is None:
+        caller = _auth_info(ctx)
+        if tool is None or not _allowed(caller, tool.scopes):
+            # A tool the caller may not use is as unknown to it as a missing one.
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name!r}")
+        answering(f"tool {tool.name!r}")
         as_task = tool.task is not None and _wants_tasks(ctx)
         if tool.task == "required" and not as_task:
             raise _protocol_error(
@@ -242,7 +275,7 @@ class _Handlers:
                 call_id=call_id,
                 request=ctx,
                 values=values if isinstance(values, dict) else None,
-                auth=_auth_info(ctx),
+                auth=caller,
                 input_responses=params.input_responses,
                 request_state=params.request_state,
             )
@@ -352,6 +385,7 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         fixed, _ = self.server.all_resources()
+        caller = _auth_info(ctx)
         listed = [
             types.Resource(
                 uri=r.uri,
@@ -362,6 +396,7 @@ class _Handlers:
                 _meta=r.meta,
             )
             for r in fixed.values()
+            if _allowed(caller, r.scopes)
         ]
         listed += [
             types.Resource(uri=k.uri, name=k.name, description=k.description, mime_type="text/markdown")
@@ -374,6 +409,7 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         _, templates = self.server.all_resources()
+        caller = _auth_info(ctx)
         listed = [
             types.ResourceTemplate(
                 uri_template=t.uri_template,
@@ -384,6 +420,7 @@ class _Handlers:
                 _meta=t.meta,
             )
             for t in templates.values()
+            if _allowed(caller, t.scopes)
         ]
         page, cursor = _page(listed, params, self.server.page_size)
         return types.ListResourceTemplatesResult(resource_templates=page, next_cursor=cursor)
@@ -395,14 +432,15 @@ class _Handlers:
         if uri.startswith("skill://"):
             return self._read_skill_file(ctx, uri)
         fixed, templates = self.server.all_resources()
-        if uri in fixed:
+        caller = _auth_info(ctx)
+        if uri in fixed and _allowed(caller, fixed[uri].scopes):
             resource = fixed[uri]
             data = await call_maybe_async(resource.read)
             mime = resource.mime_type
         else:
             for template in templates.values():
                 variables = template.match(uri)
-                if variables is not None:
+                if variables is not None and _allowed(caller, template.scopes):
                     data = await call_maybe_async(template.read, **variables)
                     mime = template.mime_type
                     break
@@ -492,8 +530,11 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         listed = []
+        caller = _auth_info(ctx)
         for versions in self.server.all_prompts().values():
             newest = _newest(versions)
+            if not _allowed(caller, newest.scopes):
+                continue
             meta = (
                 {"toolkernel/versions": [v for v in versions if v is not None]} if len(versions) > 1 else None
             )
@@ -516,6 +557,8 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult | types.InputRequiredResult:
         prompt = self._prompt(params.name, dict(params.meta) if params.meta else None)
+        if not _allowed(_auth_info(ctx), prompt.scopes):
+            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {params.name!r}")
         try:
             arguments: dict[str, Any] = prompt.check_arguments(params.arguments)
         except ValueError as exc:
@@ -683,13 +726,26 @@ def _newest(versions: dict[str | None, Prompt]) -> Prompt:
     return list(versions.values())[-1]
 
 
-def _auth_info(ctx: ServerRequestContext[Any, Any]) -> Any:
-    """The verified caller of an HTTP request, from the SDK's auth middleware; ``None`` otherwise."""
+AUTH_SCOPE_KEY = "toolkernel.auth"
+"""ASGI scope key where an HTTP auth layer (toolkernel-oauth) leaves a request's verified caller."""
+
+
+def _allowed(caller: AuthInfo | None, needed: tuple[str, ...]) -> bool:
+    """Whether ``caller`` holds every scope in ``needed``; with auth off (no caller) nothing is needed."""
+    return caller is None or not needed or set(needed) <= set(caller.scopes)
+
+
+def _auth_info(ctx: ServerRequestContext[Any, Any]) -> AuthInfo | None:
+    """The verified caller of this very HTTP request: what an auth layer put in its ASGI scope, else
+    the SDK's auth middleware's; ``None`` on stdio or without auth."""
     if ctx.request is None:
         return None
+    scope = getattr(ctx.request, "scope", None)
+    if isinstance(scope, dict):
+        info = scope.get(AUTH_SCOPE_KEY)
+        if isinstance(info, AuthInfo):
+            return info
     from mcp.server.auth.middleware.auth_context import get_access_token
-
-    from toolkernel.auth import AuthInfo
 
     token = get_access_token()
     if token is None:

@@ -7,6 +7,13 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+__all__ = [
+    "AuthInfo",
+    "AuthProvider",
+    "AuthProviderFactory",
+    "ClientAuthFactory",
+]
+
 
 class AuthInfo(BaseModel):
     """A verified caller, as a tool sees it in ``ctx.auth``."""
@@ -26,4 +33,8 @@ class AuthProvider(Protocol):
     async def verify(self, token: str) -> AuthInfo | None: ...
 
 
-AuthProviderFactory = Callable[[BaseModel | None], AuthProvider]
+AuthProviderFactory = Callable[[Any], AuthProvider]
+"""``factory(settings)``: the plugin's validated settings model, or ``None`` when registered without."""
+
+ClientAuthFactory = Callable[[str, Mapping[str, Any]], Any]
+"""``factory(url, settings)`` → an ``httpx2.Auth`` authorizing a client's requests to ``url``."""

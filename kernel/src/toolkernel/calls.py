@@ -27,6 +27,10 @@ from toolkernel.tools import Tool, ToolInputError, ToolOutputError
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
 
+__all__ = [
+    "ToolCaller",
+]
+
 _CALLBACKS = {
     "on_tool_input_start": "on_input_start",
     "on_tool_input_delta": "on_input_delta",

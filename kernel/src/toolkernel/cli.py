@@ -2,8 +2,9 @@
 
 ``main()`` makes a :class:`~toolkernel.Kernel`, asks plugins for their commands through
 ``register_commands`` and dispatches. A command's ``run(args, kernel)`` returns an exit
-code or an awaitable of one. Errors the user can fix print one line to stderr and
-exit 2; nothing is written to stdout but results.
+code or an awaitable of one. A :class:`~toolkernel.errors.ToolkernelError` prints one line
+to stderr and exits with its ``exit_code`` (2 for what the user can fix, 3 for a server
+that failed, 4 for a timeout); nothing is written to stdout but results.
 """
 
 from __future__ import annotations
@@ -21,7 +22,17 @@ from toolkernel.registries import Registry
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
 
-Configure = Callable[[argparse.ArgumentParser], None]
+__all__ = [
+    "Command",
+    "CommandRegistry",
+    "Configure",
+    "Run",
+    "build_parser",
+    "main",
+]
+
+Configure = Callable[..., None]
+"""``configure(parser)``, or ``configure(parser, kernel)`` for a command added with ``pass_kernel=True``."""
 Run = Callable[[argparse.Namespace, "Kernel"], Any]
 
 
@@ -32,18 +43,25 @@ class Command:
     configure: Configure
     run: Run
     help: str
+    pass_kernel: bool = False
 
 
 class CommandRegistry(Registry[Command]):
     kind = "command"
 
-    def add(self, name: str, configure: Configure, run: Run, *, help: str = "") -> None:
-        """Add sub-command ``name``; ``configure(parser)`` adds its arguments."""
+    def add(
+        self, name: str, configure: Configure, run: Run, *, help: str = "", pass_kernel: bool = False
+    ) -> None:
+        """Add sub-command ``name``; ``configure(parser)`` adds its arguments.
+
+        With ``pass_kernel`` it is called as ``configure(parser, kernel)``, for arguments that
+        depend on what plugins provide (``toolkernel kb ingest --no-<extension>``).
+        """
         if not callable(configure) or not callable(run):
             from toolkernel.errors import RegistrationError
 
             raise RegistrationError(f"command {name!r}: configure and run must be callable")
-        self._add(name, Command(configure, run, help))
+        self._add(name, Command(configure, run, help, pass_kernel))
 
 
 def build_parser(kernel: Kernel) -> argparse.ArgumentParser:
@@ -58,7 +76,10 @@ def build_parser(kernel: Kernel) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for entry in kernel.commands.entries():
         command_parser = sub.add_parser(entry.name, help=entry.value.help, description=entry.value.help)
-        entry.value.configure(command_parser)
+        if entry.value.pass_kernel:
+            entry.value.configure(command_parser, kernel)
+        else:
+            entry.value.configure(command_parser)
     return parser
 
 
@@ -99,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(result or 0)
     except ToolkernelError as exc:
         print(f"toolkernel: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     finally:

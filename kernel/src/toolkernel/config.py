@@ -12,20 +12,47 @@ when present)::
 
 Environment variables (``TOOLKERNEL_LOAD_PLUGINS``, ``TOOLKERNEL_DISABLE_PLUGINS``,
 ``TOOLKERNEL_STRICT_PLUGINS``, ``TOOLKERNEL_<NAME>_<FIELD>``) win over the file.
+
+:func:`plugin_settings` merges one plugin's table, its environment variables and a
+call's options (in that order of precedence, lowest first) and validates them against
+the plugin's model; its errors name the file, the table, the key and where the value
+came from.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolkernel.errors import ConfigError
 
+__all__ = [
+    "KernelConfig",
+    "env_prefix",
+    "find_config",
+    "load_config",
+    "plugin_settings",
+]
+
 _RESERVED = ("load", "disable", "strict")
+
+# Kernel variables that a plugin's TOOLKERNEL_<NAME>_ prefix could otherwise claim.
+_KERNEL_VARIABLES = frozenset(
+    {
+        "TOOLKERNEL_CONFIG",
+        "TOOLKERNEL_LOAD_PLUGINS",
+        "TOOLKERNEL_DISABLE_PLUGINS",
+        "TOOLKERNEL_STRICT_PLUGINS",
+    }
+)
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class KernelConfig(BaseModel):
@@ -37,6 +64,7 @@ class KernelConfig(BaseModel):
     disable: list[str] = Field(default_factory=list, description="Never load these plugins.")
     strict: bool = Field(False, description="Fail when a plugin cannot be loaded.")
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict, description="Settings per plugin.")
+    file: Path | None = Field(None, description="The file this configuration was read from.")
 
 
 def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
@@ -73,9 +101,103 @@ def load_config(path: str | os.PathLike[str] | None = None) -> KernelConfig:
         if not isinstance(section, dict):
             raise ConfigError(f"config file {str(found)!r}: plugins.{name} must be a table of settings")
     try:
-        return KernelConfig(**fields, settings=settings)
+        return KernelConfig(**fields, settings=settings, file=found)
     except ValidationError as exc:
         problems = "; ".join(
             f"plugins.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
         )
         raise ConfigError(f"config file {str(found)!r}: {problems}") from None
+
+
+def env_prefix(name: str) -> str:
+    """``TOOLKERNEL_<NAME>_``: the prefix of settings section ``name``'s environment variables."""
+    return f"TOOLKERNEL_{name.upper().replace('-', '_').replace('.', '_').replace('/', '_')}_"
+
+
+def plugin_settings(
+    name: str,
+    model: type[M],
+    *,
+    table: Mapping[str, Any] | None = None,
+    file: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    options: Mapping[str, Any] | None = None,
+    other_sections: Collection[str] = (),
+) -> M:
+    """Settings section ``name`` validated against ``model``: table, then environment, then options.
+
+    :param table: the ``[plugins.<name>]`` table (from ``file``, or given in Python when ``file``
+        is ``None``).
+    :param environ: where ``TOOLKERNEL_<NAME>_<FIELD>`` variables are read (default
+        ``os.environ``); a value starting with ``[`` or ``{`` is read as JSON.
+    :param options: explicit values that win over both (a factory call's options).
+    :param other_sections: the other declared sections, so a variable of a longer name
+        (``TOOLKERNEL_LOCAL_EMBED_*`` beside ``local``) is left to its own section.
+    :raises ConfigError: a key the model does not have, or a value it rejects; the message
+        names the table, the key and where the value came from (file, variable or option).
+    """
+    env = os.environ if environ is None else environ
+    table_name = f"[plugins.{name}]"
+    file_label = f"config file {str(file)!r}" if file is not None else "Kernel(settings=...)"
+    data: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key, value in (table or {}).items():
+        data[key], sources[key] = value, f"in {file_label}"
+    prefix = env_prefix(name)
+    longer = [env_prefix(o) for o in other_sections if env_prefix(o).startswith(prefix) and o != name]
+    for var, value in env.items():
+        if not var.startswith(prefix) or var in _KERNEL_VARIABLES or any(var.startswith(p) for p in longer):
+            continue
+        key = var[len(prefix) :].lower()
+        data[key], sources[key] = _env_value(value), f"from {var}"
+    for key, value in (options or {}).items():
+        data[key], sources[key] = value, "from the call's options"
+
+    if model.model_config.get("extra") != "allow":
+        known = _field_names(model)
+        unknown = sorted(k for k in data if k not in known)
+        if unknown:
+            listed = ", ".join(sorted(model.model_fields)) or "none"
+            problems = "; ".join(f"{table_name} {k} {sources[k]}: unknown key" for k in unknown)
+            raise ConfigError(f"settings of plugin {name!r} are invalid: {problems} (known keys: {listed})")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            _describe(e["loc"], e["msg"], table_name, sources, str(file or "toolkernel.toml"), prefix)
+            for e in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"settings of plugin {name!r} are invalid: {problems}") from None
+
+
+def _env_value(value: str) -> Any:
+    """An environment value as given, or parsed as JSON when it looks like a list or a table."""
+    if value.lstrip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value  # the model's error will name the variable
+    return value
+
+
+def _field_names(model: type[BaseModel]) -> set[str]:
+    names = set()
+    for field_name, info in model.model_fields.items():
+        names.add(field_name)
+        if info.alias:
+            names.add(info.alias)
+        if isinstance(info.validation_alias, str):
+            names.add(info.validation_alias)
+    return names
+
+
+def _describe(
+    loc: tuple[int | str, ...], msg: str, table: str, sources: Mapping[str, str], file: str, prefix: str
+) -> str:
+    if not loc:
+        return f"{table}: {msg}"
+    key = str(loc[0])
+    path = ".".join(str(p) for p in loc)
+    if key in sources:
+        return f"{table} {path} {sources[key]}: {msg}"
+    return f"{table} {path}: {msg} (set it in {file} or as {prefix}{key.upper()})"

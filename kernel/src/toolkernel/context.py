@@ -28,6 +28,16 @@ if TYPE_CHECKING:
     from toolkernel.server import MCPServer
     from toolkernel.tasks import TaskHandle
 
+__all__ = [
+    "Elicitation",
+    "InputRequired",
+    "LogLevel",
+    "RequestValues",
+    "Sampled",
+    "ToolContext",
+    "encode_state",
+]
+
 M = TypeVar("M", bound=BaseModel)
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]

@@ -7,6 +7,12 @@ from typing import Protocol, runtime_checkable
 
 from toolkernel.errors import ConfigError
 
+__all__ = [
+    "Embedder",
+    "EmbedderFactory",
+    "split_embedder_name",
+]
+
 
 @runtime_checkable
 class Embedder(Protocol):

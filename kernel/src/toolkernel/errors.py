@@ -4,9 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "ConfigError",
+    "MCPClientError",
+    "MissingDependencyError",
+    "PluginLoadError",
+    "RegistrationError",
+    "ToolExecutionError",
+    "ToolkernelError",
+]
+
 
 class ToolkernelError(Exception):
     """Base class of every error toolkernel raises on purpose."""
+
+    exit_code = 2
+    """The ``toolkernel`` command's exit status when this error ends it (see docs/cli.md)."""
 
 
 class ConfigError(ToolkernelError, ValueError):
@@ -31,6 +44,8 @@ class ToolExecutionError(ToolkernelError):
 
 class MCPClientError(ToolkernelError):
     """A request to an MCP server failed; ``server`` names which server."""
+
+    exit_code = 3
 
     def __init__(self, server: str, message: str, code: int | None = None) -> None:
         super().__init__(f"{server}: {message}" + (f" (code {code})" if code is not None else ""))

@@ -10,6 +10,12 @@ if TYPE_CHECKING:
     from toolkernel.server import MCPServer
 
 
+__all__ = [
+    "SessionEvent",
+    "ToolEvent",
+]
+
+
 @dataclass(frozen=True, slots=True)
 class ToolEvent:
     """One step of one tool call; fields that do not apply to the step are ``None``."""

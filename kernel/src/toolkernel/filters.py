@@ -37,6 +37,25 @@ if TYPE_CHECKING:
 
     from toolkernel.vectors import FilterInput
 
+__all__ = [
+    "ALL_OPERATORS",
+    "And",
+    "Condition",
+    "FIELD_OPERATORS",
+    "FieldOperator",
+    "Filter",
+    "LOGICAL_OPERATORS",
+    "Node",
+    "Nor",
+    "Not",
+    "Or",
+    "Scalar",
+    "coerce_filter",
+    "matches",
+    "parse_filter",
+    "require_supported",
+]
+
 FieldOperator: TypeAlias = Literal[
     "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$all", "$exists", "$regex"
 ]

@@ -25,8 +25,12 @@ if TYPE_CHECKING:
     from toolkernel.events import SessionEvent, ToolEvent
     from toolkernel.registries import (
         AuthProviderRegistry,
+        ChunkerRegistry,
+        ClientAuthRegistry,
         ClientTransportRegistry,
         EmbedderRegistry,
+        EntityExtractorRegistry,
+        KBExtensionRegistry,
         MiddlewareRegistry,
         PromptRegistry,
         RerankerRegistry,
@@ -37,6 +41,30 @@ if TYPE_CHECKING:
         VectorStoreRegistry,
     )
     from toolkernel.server import MCPServer
+
+__all__ = [
+    "on_server_start",
+    "on_server_stop",
+    "on_session_start",
+    "on_session_stop",
+    "on_tool_error",
+    "on_tool_input_available",
+    "on_tool_input_delta",
+    "on_tool_input_start",
+    "on_tool_output",
+    "register_auth_providers",
+    "register_client_transports",
+    "register_commands",
+    "register_embedders",
+    "register_prompts",
+    "register_rerankers",
+    "register_resources",
+    "register_server_transports",
+    "register_settings",
+    "register_tool_middleware",
+    "register_tools",
+    "register_vector_stores",
+]
 
 _spec = pluggy.HookspecMarker("toolkernel")
 
@@ -87,12 +115,28 @@ def register_client_transports(registry: ClientTransportRegistry) -> None:
 def register_auth_providers(registry: AuthProviderRegistry) -> None:
     """Add auth providers: objects that turn a bearer token into :class:`~toolkernel.AuthInfo`.
 
-    :param registry: ``registry.add(name, factory)``; ``factory(settings)`` returns an
-        :class:`~toolkernel.auth.AuthProvider`.
+    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(settings)``
+        returns an :class:`~toolkernel.auth.AuthProvider`. ``settings`` is the validated
+        model of ``[plugins.<settings>]`` (see :func:`register_settings`), or ``None``.
 
     Example: ``docs/examples/hooks/register_auth_providers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_client_auth(registry: ClientAuthRegistry) -> None:
+    """Add client auth kinds: how an ``MCPClient`` authorizes to a URL server.
+
+    :param registry: ``registry.add(type, factory)``; ``factory(url, settings)`` takes the
+        server's URL and its ``auth`` table (``{"type": type, ...}``, the rest validated by the
+        factory) and returns an ``httpx2.Auth`` that the HTTP client transport uses for every
+        request to that server.
+
+    Example: ``docs/examples/hooks/register_client_auth.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
     """
 
 
@@ -105,8 +149,10 @@ def register_auth_providers(registry: AuthProviderRegistry) -> None:
 def register_vector_stores(registry: VectorStoreRegistry) -> None:
     """Add vector store backends.
 
-    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
-        :class:`~toolkernel.vectors.VectorStore`. Import the backend library inside the
+    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(**options)``
+        returns a :class:`~toolkernel.vectors.VectorStore`; with ``settings="NAME"`` the
+        kernel calls ``factory(settings)`` with the validated model of ``[plugins.NAME]``
+        instead (see :func:`register_settings`). Import the backend library inside the
         factory, never at module level, so listing plugins stays cheap.
 
     Example: ``docs/examples/hooks/register_vector_stores.py`` (run by ``tests/test_docs.py``).
@@ -119,8 +165,9 @@ def register_vector_stores(registry: VectorStoreRegistry) -> None:
 def register_embedders(registry: EmbedderRegistry) -> None:
     """Add embedding providers, addressed as ``provider/model``.
 
-    :param registry: ``registry.add(provider, factory)``; ``factory(model, **options)``
-        returns an :class:`~toolkernel.embedders.Embedder`.
+    :param registry: ``registry.add(provider, factory, settings=None)``; ``factory(model,
+        **options)`` returns an :class:`~toolkernel.embedders.Embedder`; with
+        ``settings="NAME"``, ``factory(model, settings)`` (see :func:`register_settings`).
 
     Example: ``docs/examples/hooks/register_embedders.py`` (run by ``tests/test_docs.py``).
 
@@ -132,12 +179,58 @@ def register_embedders(registry: EmbedderRegistry) -> None:
 def register_rerankers(registry: RerankerRegistry) -> None:
     """Add rerankers: objects that re-score retrieved passages against a query.
 
-    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
-        :class:`~toolkernel.rerankers.Reranker`.
+    :param registry: ``registry.add(name, factory, settings=None)``; ``factory(**options)``
+        returns a :class:`~toolkernel.rerankers.Reranker`; with ``settings="NAME"``,
+        ``factory(settings)`` (see :func:`register_settings`).
 
     Example: ``docs/examples/hooks/register_rerankers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_chunkers(registry: ChunkerRegistry) -> None:
+    """Add chunkers: objects that split a document's text into passages to embed.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.chunkers.Chunker`. Options a chunker does not know must raise,
+        naming them. A knowledge base records the chunker's ``describe()`` in its manifest.
+
+    Example: ``docs/examples/hooks/register_chunkers.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_kb_extensions(registry: KBExtensionRegistry) -> None:
+    """Add knowledge-base extensions: indexes fed by ingestion that add ``search`` modes and tools.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(context)`` takes a
+        :class:`~toolkernel.knowledge.KBContext` and returns a
+        :class:`~toolkernel.knowledge.KBExtension`. ``name`` (lowercase, digits, ``-``)
+        names the extension's directory inside the knowledge base and the
+        ``toolkernel kb ingest --no-<name>`` flag that leaves it out of a run.
+
+    Example: ``docs/examples/hooks/register_kb_extensions.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_entity_extractors(registry: EntityExtractorRegistry) -> None:
+    """Add entity extractors: objects that find the names of things in passages.
+
+    :param registry: ``registry.add(name, factory)``; ``factory(**options)`` returns a
+        :class:`~toolkernel.entities.EntityExtractor`. A knowledge graph (toolkernel-graphrag)
+        links chunks that mention the same entity; it picks its extractor by name and
+        normalises what the extractor returns (case, plurals, aliases) itself.
+
+    Example: ``docs/examples/hooks/register_entity_extractors.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.2
     """
 
 
@@ -343,8 +436,10 @@ def register_settings(registry: SettingsRegistry) -> None:
     :param registry: ``registry.add(name, Model)``. The kernel validates the table
         ``[plugins.<name>]`` of its configuration file (:mod:`toolkernel.config`) and the
         ``TOOLKERNEL_<NAME>_<FIELD>`` environment variables against ``Model`` at start-up;
-        errors name the plugin and the field path. Read the result with
-        ``kernel.settings(name)``.
+        errors name the file, the table and the key. Read the result with
+        ``kernel.settings(name)``; a factory registered with ``settings=name`` (stores,
+        embedders, rerankers, auth providers, transports) is built with it, the call's
+        options overriding it.
 
     Example: ``docs/examples/hooks/register_settings.py`` (run by ``tests/test_docs.py``).
 
@@ -357,8 +452,9 @@ def register_commands(registry: CommandRegistry) -> None:
     """Add sub-commands to the ``toolkernel`` command line.
 
     :param registry: ``registry.add(name, configure, run, help=...)``; ``configure`` adds
-        arguments to an :class:`argparse.ArgumentParser`, ``run(args, kernel)`` returns
-        an exit code (or an awaitable of one).
+        arguments to an :class:`argparse.ArgumentParser` (with ``pass_kernel=True`` it
+        also receives the kernel), ``run(args, kernel)`` returns an exit code (or an
+        awaitable of one).
 
     Example: ``docs/examples/hooks/register_commands.py`` (run by ``tests/test_docs.py``).
 

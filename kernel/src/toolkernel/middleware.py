@@ -16,6 +16,15 @@ if TYPE_CHECKING:
     from toolkernel.tools import Tool
 
 
+__all__ = [
+    "CallNext",
+    "ToolCall",
+    "ToolMiddleware",
+    "ToolOutcome",
+    "chain",
+]
+
+
 @dataclass(slots=True)
 class ToolCall:
     """A tool call on its way in: the tool, its raw arguments and the request's context."""

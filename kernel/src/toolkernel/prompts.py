@@ -11,6 +11,13 @@ from typing import Any
 from toolkernel.errors import ConfigError
 from toolkernel.resources import Completer
 
+__all__ = [
+    "Prompt",
+    "PromptArgument",
+    "PromptOutput",
+    "prompt",
+]
+
 _NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
 
 PromptOutput = str | Sequence[Any]
@@ -45,6 +52,8 @@ class Prompt:
     version: str | None = None
     complete: Mapping[str, Completer] = field(default_factory=dict)
     meta: dict[str, Any] | None = None
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and get it (enforced when the server has auth on)."""
     context_param: str | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +99,7 @@ def prompt(
     title: str | None = None,
     version: str | None = None,
     complete: Mapping[str, Completer] | None = None,
+    scopes: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Prompt]:
     """Make a :class:`Prompt` from a function whose parameters are its arguments."""
 
@@ -103,6 +113,7 @@ def prompt(
             title=title,
             version=version,
             complete=dict(complete or {}),
+            scopes=tuple(scopes.split() if isinstance(scopes, str) else scopes),
         )
 
     return build

@@ -3,6 +3,10 @@
 Each ``register_*`` hook receives one of these. A registry checks what it is given,
 rejects a second entry under the same name (naming both plugins), and remembers which
 plugin added each entry so ``toolkernel plugins`` can say who provides what.
+
+A factory registered with ``settings="NAME"`` is built with the validated settings of
+``[plugins.NAME]`` (declared through ``register_settings``) instead of raw keyword
+options; see :meth:`toolkernel.Kernel.settings`.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from toolkernel.errors import RegistrationError
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from toolkernel.auth import AuthProviderFactory
+    from toolkernel.auth import AuthProviderFactory, ClientAuthFactory
+    from toolkernel.chunkers import ChunkerFactory
     from toolkernel.embedders import EmbedderFactory
+    from toolkernel.entities import EntityExtractorFactory
+    from toolkernel.knowledge import KBExtensionFactory
     from toolkernel.middleware import ToolMiddleware
     from toolkernel.prompts import Prompt
     from toolkernel.rerankers import RerankerFactory
@@ -27,6 +34,24 @@ if TYPE_CHECKING:
     from toolkernel.tools import Tool
     from toolkernel.transports import ClientTransportFactory, ServerTransportFactory
     from toolkernel.vectors import VectorStoreFactory
+
+__all__ = [
+    "AuthProviderRegistry",
+    "ClientTransportRegistry",
+    "ClientTransportSpec",
+    "EmbedderRegistry",
+    "Entry",
+    "MiddlewareRegistry",
+    "OriginResolver",
+    "PromptRegistry",
+    "Registry",
+    "RerankerRegistry",
+    "ResourceRegistry",
+    "ServerTransportRegistry",
+    "SettingsRegistry",
+    "ToolRegistry",
+    "VectorStoreRegistry",
+]
 
 T = TypeVar("T")
 
@@ -43,6 +68,8 @@ class Entry(Generic[T]):
     name: str
     value: T
     origin: str
+    settings: str | None = None
+    """The settings section the factory is built with (``[plugins.<settings>]``), if any."""
 
 
 class Registry(Generic[T]):
@@ -56,7 +83,7 @@ class Registry(Generic[T]):
         self._calling: str | None = None
         """The plugin whose registration hook is running (set by the kernel), if known."""
 
-    def _add(self, name: str, value: T) -> None:
+    def _add(self, name: str, value: T, settings: str | None = None) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise RegistrationError(
                 f"{self.kind} name {name!r} is not valid: use letters, digits, '_', '-', '.', '/'"
@@ -68,7 +95,11 @@ class Registry(Generic[T]):
                 f"{self.kind} {name!r} is registered twice: first by {first}, again by {origin}; "
                 "disable one of the two plugins (TOOLKERNEL_DISABLE_PLUGINS)"
             )
-        self._entries[name] = Entry(name, value, origin)
+        if settings is not None and (not isinstance(settings, str) or not _NAME.match(settings)):
+            raise RegistrationError(
+                f"{self.kind} {name!r}: settings must be a settings name, got {settings!r}"
+            )
+        self._entries[name] = Entry(name, value, origin, settings)
 
     def _caller_origin(self) -> str:
         """The plugin whose code called ``add``: the plugin whose hook is running, else the
@@ -97,6 +128,11 @@ class Registry(Generic[T]):
         """The plugin that registered ``name``."""
         return self._entries[name].origin
 
+    def settings_of(self, name: str) -> str | None:
+        """The settings section factory ``name`` is built with, or ``None`` (it takes raw options)."""
+        self.get(name)
+        return self._entries[name].settings
+
     def entries(self) -> list[Entry[T]]:
         """Every entry, in registration order."""
         return list(self._entries.values())
@@ -114,10 +150,14 @@ class Registry(Generic[T]):
 class ServerTransportRegistry(Registry["ServerTransportFactory"]):
     kind = "server transport"
 
-    def add(self, name: str, factory: ServerTransportFactory) -> None:
-        """Register ``factory(options) -> ServerTransport`` under ``name``."""
+    def add(self, name: str, factory: ServerTransportFactory, *, settings: str | None = None) -> None:
+        """Register ``factory(options) -> ServerTransport`` under ``name``.
+
+        With ``settings``, the factory is called ``factory(options, settings_model)``, the
+        model validated from ``[plugins.<settings>]`` with ``options.extra`` overriding it.
+        """
         _require_callable(self.kind, name, factory)
-        self._add(name, factory)
+        self._add(name, factory, settings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +171,20 @@ class ClientTransportSpec:
 class ClientTransportRegistry(Registry[ClientTransportSpec]):
     kind = "client transport"
 
-    def add(self, name: str, factory: ClientTransportFactory, *, schemes: tuple[str, ...] = ()) -> None:
-        """Register ``factory(target, options)`` under ``name`` for ``schemes`` (empty: stdio)."""
+    def add(
+        self,
+        name: str,
+        factory: ClientTransportFactory,
+        *,
+        schemes: tuple[str, ...] = (),
+        settings: str | None = None,
+    ) -> None:
+        """Register ``factory(target, options)`` under ``name`` for ``schemes`` (empty: stdio).
+
+        With ``settings``, the factory is called ``factory(target, options, settings_model)``.
+        """
         _require_callable(self.kind, name, factory)
-        self._add(name, ClientTransportSpec(factory, tuple(s.lower() for s in schemes)))
+        self._add(name, ClientTransportSpec(factory, tuple(s.lower() for s in schemes)), settings)
 
     def for_target(self, target: str) -> str:
         """The name of the transport that reaches ``target`` (a URL or a command line)."""
@@ -152,8 +202,21 @@ class ClientTransportRegistry(Registry[ClientTransportSpec]):
 class AuthProviderRegistry(Registry["AuthProviderFactory"]):
     kind = "auth provider"
 
-    def add(self, name: str, factory: AuthProviderFactory) -> None:
-        """Register ``factory(settings) -> AuthProvider`` under ``name``."""
+    def add(self, name: str, factory: AuthProviderFactory, *, settings: str | None = None) -> None:
+        """Register ``factory(settings_model) -> AuthProvider`` under ``name``.
+
+        The factory gets the model validated from ``[plugins.<settings>]``, or ``None``
+        when registered without ``settings``.
+        """
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory, settings)
+
+
+class ClientAuthRegistry(Registry["ClientAuthFactory"]):
+    kind = "client auth"
+
+    def add(self, name: str, factory: ClientAuthFactory) -> None:
+        """Register ``factory(url, settings) -> httpx2.Auth`` for configs whose ``auth.type`` is ``name``."""
         _require_callable(self.kind, name, factory)
         self._add(name, factory)
 
@@ -161,29 +224,68 @@ class AuthProviderRegistry(Registry["AuthProviderFactory"]):
 class VectorStoreRegistry(Registry["VectorStoreFactory"]):
     kind = "vector store"
 
-    def add(self, name: str, factory: VectorStoreFactory) -> None:
-        """Register ``factory(**options) -> VectorStore`` under ``name``."""
+    def add(self, name: str, factory: VectorStoreFactory, *, settings: str | None = None) -> None:
+        """Register ``factory(**options) -> VectorStore`` under ``name``.
+
+        With ``settings``, the factory is called ``factory(settings_model)``, the model
+        validated from ``[plugins.<settings>]`` with the call's options overriding it.
+        """
         _require_callable(self.kind, name, factory)
-        self._add(name, factory)
+        self._add(name, factory, settings)
 
 
 class EmbedderRegistry(Registry["EmbedderFactory"]):
     kind = "embedder provider"
 
-    def add(self, provider: str, factory: EmbedderFactory) -> None:
-        """Register ``factory(model, **options) -> Embedder`` for names ``provider/<model>``."""
+    def add(self, provider: str, factory: EmbedderFactory, *, settings: str | None = None) -> None:
+        """Register ``factory(model, **options) -> Embedder`` for names ``provider/<model>``.
+
+        With ``settings``, the factory is called ``factory(model, settings_model)``, the
+        model validated from ``[plugins.<settings>]`` with the call's options overriding it.
+        """
         _require_callable(self.kind, provider, factory)
         if "/" in provider:
             raise RegistrationError(f"embedder provider {provider!r} must not contain '/'")
-        self._add(provider, factory)
+        self._add(provider, factory, settings)
 
 
 class RerankerRegistry(Registry["RerankerFactory"]):
     kind = "reranker"
 
-    def add(self, name: str, factory: RerankerFactory) -> None:
-        """Register ``factory(**options) -> Reranker`` under ``name``."""
+    def add(self, name: str, factory: RerankerFactory, *, settings: str | None = None) -> None:
+        """Register ``factory(**options) -> Reranker`` under ``name``.
+
+        With ``settings``, the factory is called ``factory(settings_model)``, the model
+        validated from ``[plugins.<settings>]`` with the call's options overriding it.
+        """
         _require_callable(self.kind, name, factory)
+        self._add(name, factory, settings)
+
+
+class ChunkerRegistry(Registry["ChunkerFactory"]):
+    kind = "chunker"
+
+    def add(self, name: str, factory: ChunkerFactory, *, settings: str | None = None) -> None:
+        """Register ``factory(**options) -> Chunker`` under ``name``.
+
+        With ``settings``, the factory is called ``factory(settings_model)``, the model
+        validated from ``[plugins.<settings>]`` with the call's options overriding it.
+        """
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory, settings)
+
+
+class KBExtensionRegistry(Registry["KBExtensionFactory"]):
+    kind = "knowledge-base extension"
+
+    def add(self, name: str, factory: KBExtensionFactory) -> None:
+        """Register ``factory(context) -> KBExtension`` under ``name`` (also its ``--no-<name>`` flag)."""
+        _require_callable(self.kind, name, factory)
+        if not re.match(r"^[a-z][a-z0-9-]*$", name):
+            raise RegistrationError(
+                f"knowledge-base extension name {name!r}: use lowercase letters, digits and '-' "
+                "(it names a directory and a command-line flag)"
+            )
         self._add(name, factory)
 
 
@@ -252,6 +354,15 @@ class MiddlewareRegistry(Registry["ToolMiddleware"]):
         label: str = name or getattr(middleware, "__qualname__", None) or type(middleware).__qualname__
         _require_callable(self.kind, label, middleware)
         self._add(label.replace("<", "").replace(">", ""), middleware)
+
+
+class EntityExtractorRegistry(Registry["EntityExtractorFactory"]):
+    kind = "entity extractor"
+
+    def add(self, name: str, factory: EntityExtractorFactory) -> None:
+        """Register ``factory(**options) -> EntityExtractor`` under ``name``."""
+        _require_callable(self.kind, name, factory)
+        self._add(name, factory)
 
 
 class SettingsRegistry(Registry["type[BaseModel]"]):

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+__all__ = [
+    "Reranker",
+    "RerankerFactory",
+]
+
 
 @runtime_checkable
 class Reranker(Protocol):

@@ -10,6 +10,14 @@ from typing import Any
 
 from toolkernel.errors import ConfigError
 
+__all__ = [
+    "Completer",
+    "ReadResult",
+    "Resource",
+    "ResourceTemplate",
+    "call_maybe_async",
+]
+
 ReadResult = str | bytes
 Completer = Callable[[str], Sequence[str] | Awaitable[Sequence[str]]]
 """``complete(prefix) -> candidate values`` for one argument."""
@@ -28,6 +36,8 @@ class Resource:
     mime_type: str | None = None
     title: str | None = None
     meta: dict[str, Any] | None = None
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and read it (enforced when the server has auth on)."""
 
     def __post_init__(self) -> None:
         if "://" not in self.uri and not self.uri.startswith(("urn:", "data:")):
@@ -51,6 +61,8 @@ class ResourceTemplate:
     title: str | None = None
     complete: Mapping[str, Completer] = field(default_factory=dict)
     meta: dict[str, Any] | None = None
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and read it (enforced when the server has auth on)."""
     _pattern: re.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

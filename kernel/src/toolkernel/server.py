@@ -29,6 +29,17 @@ if TYPE_CHECKING:
     from toolkernel.tasks import TaskStore
 
 
+__all__ = [
+    "Agent",
+    "AskInput",
+    "MCPServer",
+    "Package",
+    "Remote",
+    "Repository",
+    "Workflow",
+]
+
+
 @runtime_checkable
 class Agent(Protocol):
     """Anything with a description and an async ``generate``, exposed as ``ask_<key>``."""

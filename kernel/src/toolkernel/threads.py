@@ -26,6 +26,10 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+__all__ = [
+    "WorkerThreads",
+]
+
 T = TypeVar("T")
 
 _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", contextvars.Context, Callable[[], Any]]

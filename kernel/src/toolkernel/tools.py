@@ -27,6 +27,18 @@ if TYPE_CHECKING:
     from toolkernel.tasks import TaskSupport
     from toolkernel.threads import WorkerThreads
 
+__all__ = [
+    "Tool",
+    "ToolAnnotations",
+    "ToolCallback",
+    "ToolInputError",
+    "ToolOutputError",
+    "ToolResult",
+    "create_tool",
+    "text_block",
+    "tool",
+]
+
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,128}$")
 
 ToolCallback = Callable[["ToolEvent"], Any]
@@ -78,6 +90,8 @@ class Tool:
     meta: dict[str, Any] | None = None
     context_param: str | None = None
     calling: Literal["kwargs", "input"] = "kwargs"
+    scopes: tuple[str, ...] = ()
+    """OAuth scopes a caller needs to see and call the tool (enforced when the server has auth on)."""
     task: TaskSupport | None = None
     task_start: Literal["call", "detach"] = "call"
     on_input_start: ToolCallback | None = None
@@ -211,6 +225,7 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
     task: TaskSupport | None = None,
     task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
@@ -230,6 +245,7 @@ def tool(
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
     output_schema: type[BaseModel] | Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
     task: TaskSupport | None = None,
     task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
@@ -283,6 +299,7 @@ def tool(
             annotations=_annotations(annotations),
             meta=dict(meta) if meta else None,
             context_param=context_param,
+            scopes=_scopes(scopes, name or func.__name__),
             task=task,
             task_start=task_start,
             on_input_start=on_input_start,
@@ -304,6 +321,7 @@ def create_tool(
     title: str | None = None,
     annotations: ToolAnnotations | Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    scopes: Sequence[str] = (),
     task: TaskSupport | None = None,
     task_start: Literal["call", "detach"] = "call",
     on_input_start: ToolCallback | None = None,
@@ -348,6 +366,7 @@ def create_tool(
         annotations=_annotations(annotations),
         meta=dict(meta) if meta else None,
         calling="input",
+        scopes=_scopes(scopes, id),
         task=task,
         task_start=task_start,
         on_input_start=on_input_start,
@@ -360,6 +379,17 @@ def create_tool(
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
+
+
+def _scopes(scopes: Sequence[str], name: str) -> tuple[str, ...]:
+    """Scopes as a tuple of non-empty strings without spaces (OAuth scope tokens)."""
+    if isinstance(scopes, str):
+        scopes = scopes.split()
+    out = tuple(scopes)
+    for scope in out:
+        if not isinstance(scope, str) or not scope or " " in scope:
+            raise ConfigError(f"tool {name!r}: scope {scope!r} is not an OAuth scope token")
+    return out
 
 
 def _no_input_model(name: str) -> type[BaseModel]:

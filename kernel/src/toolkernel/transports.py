@@ -27,6 +27,18 @@ if TYPE_CHECKING:
     TransportStreams = tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]
 
 
+__all__ = [
+    "ClientTransportFactory",
+    "ClientTransportOptions",
+    "ReadStreamBase",
+    "ServeOptions",
+    "ServerTransport",
+    "ServerTransportFactory",
+    "ServingApp",
+    "WriteStreamBase",
+]
+
+
 class ServeOptions(BaseModel):
     """Where and how to serve; transports ignore what does not apply to them."""
 
@@ -73,7 +85,10 @@ class ServerTransport(Protocol):
     async def serve(self, app: ServingApp) -> None: ...
 
 
-ServerTransportFactory = Callable[[ServeOptions], ServerTransport]
+ServerTransportFactory = (
+    Callable[[ServeOptions], ServerTransport] | Callable[[ServeOptions, Any], ServerTransport]
+)
+"""``factory(options)``, or ``factory(options, settings)`` when registered with ``settings=``."""
 
 
 class _StreamBase:
@@ -135,6 +150,10 @@ class ClientTransportOptions(BaseModel):
     extra: Mapping[str, Any] = Field(default_factory=dict, description="Transport-specific options.")
 
 
-ClientTransportFactory = Callable[
-    [str | list[str], ClientTransportOptions], "AbstractAsyncContextManager[TransportStreams]"
-]
+ClientTransportFactory = (
+    Callable[[str | list[str], ClientTransportOptions], "AbstractAsyncContextManager[TransportStreams]"]
+    | Callable[
+        [str | list[str], ClientTransportOptions, Any], "AbstractAsyncContextManager[TransportStreams]"
+    ]
+)
+"""``factory(target, options)``, or ``factory(target, options, settings)`` with ``settings=``."""

@@ -33,6 +33,33 @@ from toolkernel.errors import ToolkernelError
 if TYPE_CHECKING:
     from toolkernel.filters import Filter
 
+__all__ = [
+    "FilterInput",
+    "IndexExistsError",
+    "IndexInfo",
+    "IndexNotFoundError",
+    "InvalidFilterError",
+    "METRICS",
+    "Metadata",
+    "MetadataValue",
+    "Metric",
+    "QueryResult",
+    "Scalar",
+    "UnsupportedFilterError",
+    "VectorInputError",
+    "VectorStore",
+    "VectorStoreError",
+    "VectorStoreFactory",
+    "check_index_args",
+    "check_index_name",
+    "check_metadata",
+    "check_options",
+    "check_top_k",
+    "check_upsert",
+    "check_vector",
+    "query_results",
+]
+
 Metric: TypeAlias = Literal["cosine", "euclidean", "dot"]
 """How vectors are compared; see the module docstring for the score each one yields."""
 
@@ -214,8 +241,9 @@ class VectorStore(Protocol):
     ) -> None:
         """Delete the given ids, or every vector matching ``filter``, or (both given) ids that match.
 
-        Passing neither raises :class:`VectorInputError`: use :meth:`delete_index` to empty an index.
-        Unknown ids are ignored.
+        Passing neither raises :class:`VectorInputError`, so a forgotten argument never empties
+        an index (:meth:`delete_index` drops one); ``ids=[]`` deletes nothing; unknown ids are
+        ignored. A missing index raises :class:`IndexNotFoundError` first.
         """
 
     async def count(self, index: str, filter: FilterInput | None = None) -> int:

@@ -23,6 +23,9 @@ from toolkernel_chroma.store import ChromaStore
 class TestChromaServerConformance(VectorStoreContract):
     """The HTTP client against the server started by the ``chroma`` fixture."""
 
+    string_ranges = False  # range filters with string operands raise UnsupportedFilterError
+    mixed_type_lists = False  # Chroma lists hold one type; others raise VectorInputError
+
     @pytest.fixture
     async def vector_store(self, chroma: ChromaService) -> AsyncIterator[ChromaStore]:
         store = create_store(host=chroma.host, port=chroma.port)
@@ -38,6 +41,9 @@ def database_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 class TestChromaPersistentConformance(VectorStoreContract):
     """The embedded persistent client, one database directory for the whole class."""
+
+    string_ranges = False  # range filters with string operands raise UnsupportedFilterError
+    mixed_type_lists = False  # Chroma lists hold one type; others raise VectorInputError
 
     @pytest.fixture
     async def vector_store(self, database_dir: Path) -> AsyncIterator[ChromaStore]:
@@ -244,3 +250,18 @@ async def test_query_survives_another_client_dropping_and_recreating_the_index(
         await writer.delete_index("stale")
         await reader.aclose()
         await writer.aclose()
+
+
+def test_the_kernel_builds_the_store_from_its_settings(tmp_path: Path) -> None:
+    from toolkernel import ConfigError, Kernel
+    from toolkernel_chroma import plugin
+
+    config = tmp_path / "toolkernel.toml"
+    config.write_text(f'[plugins.chroma]\npath = "{tmp_path / "db"}"\nhnsw_m = 8\n')
+    kernel = Kernel.from_config(config, load_entry_points=False, plugins=[plugin])
+    store = kernel.vector_store("chroma")
+    assert isinstance(store, ChromaStore)
+    assert (store.options.path, store.options.hnsw_m) == (str(tmp_path / "db"), 8)
+    assert kernel.vector_store("chroma", hnsw_m=16).options.hnsw_m == 16  # call options win
+    with pytest.raises(ConfigError, match=r"\[plugins\.chroma\]: Value error, give either host"):
+        kernel.vector_store("chroma", host="localhost")

@@ -39,7 +39,7 @@ def _post(content: bytes | str, **headers: str) -> dict[str, Any]:
 
 CASES: list[tuple[str, dict[str, Any], int, int | None]] = [
     ("malformed JSON", _post("{not json"), 400, -32700),
-    ("not JSON-RPC", _post('{"hello": "world"}'), 400, None),
+    ("not JSON-RPC", _post('{"hello": "world"}'), 400, -32600),
     ("wrong content type", _post(json.dumps(INIT), **{"content-type": "text/plain"}), 415, -32600),
     (
         "unacceptable Accept",
@@ -60,7 +60,7 @@ CASES: list[tuple[str, dict[str, Any], int, int | None]] = [
         "unknown protocol version",
         _post(json.dumps(INIT), **{"mcp-protocol-version": "1999-01-01"}),
         400,
-        None,
+        -32600,
     ),
 ]
 
@@ -83,6 +83,41 @@ async def test_bad_request_is_refused_with_jsonrpc_error(
             if code is not None:
                 assert error["code"] == code
             assert (await session.call_tool("echo", {"text": "after"})).content[0].text == "after"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("stateless", [False, True])
+async def test_requests_with_invalid_ids_or_fields_are_refused_as_jsonrpc_asks(
+    tk_server: MCPServer, stateless: bool
+) -> None:
+    """An id of a type MCP does not allow is an Invalid Request (id null), never a notification (202);
+    a malformed request with a readable id is refused with that id, so its client stops waiting."""
+    bad_ids = ["1.5", "null", "true", '{"a": 1}', "1e400"]
+    with anyio.fail_after(TIMEOUT_S):
+        async with serving(asgi_app(tk_server, stateless=stateless)) as base, httpx.AsyncClient() as raw:
+            opened = await raw.post(f"{base}/mcp", **_post(json.dumps(INIT)))
+            session = {"mcp-session-id": opened.headers["mcp-session-id"]} if not stateless else {}
+            for bad_id in bad_ids:
+                body = f'{{"jsonrpc": "2.0", "id": {bad_id}, "method": "ping"}}'
+                refused = await raw.post(f"{base}/mcp", **_post(body, **session))
+                assert refused.status_code == 400, (bad_id, refused.text)
+                assert json.loads(refused.content)["error"]["code"] == -32600
+                assert json.loads(refused.content)["id"] is None
+            malformed = '{"jsonrpc": "2.0", "id": "r-7", "method": "tools/list", "params": 5}'
+            answered = await raw.post(f"{base}/mcp", **_post(malformed, **session))
+    assert answered.status_code == 400
+    assert json.loads(answered.content)["id"] == "r-7"
+    assert json.loads(answered.content)["error"]["code"] == -32600
+
+
+async def test_unsupported_protocol_version_names_the_supported_ones(tk_server: MCPServer) -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        async with serving(asgi_app(tk_server)) as base, httpx.AsyncClient() as raw:
+            ping = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            response = await raw.post(f"{base}/mcp", **_post(ping, **{"mcp-protocol-version": "2099-01-01"}))
+    message = _jsonrpc_error(response)["message"]
+    assert response.status_code == 400
+    assert "MCP-Protocol-Version '2099-01-01'" in message
+    assert "2025-11-25" in message
 
 
 async def test_deleted_session_answers_404(tk_server: MCPServer) -> None:

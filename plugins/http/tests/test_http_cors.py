@@ -8,7 +8,10 @@ import anyio
 import httpx
 import pytest
 
-from toolkernel import MCPServer
+from toolkernel import Kernel, MCPServer
+from toolkernel._builtin.commands import serve_options
+from toolkernel.cli import build_parser, main
+from toolkernel.errors import ConfigError
 from toolkernel_http import asgi_app
 
 from .conftest import initialize, serving
@@ -67,3 +70,39 @@ async def test_cors_can_be_turned_off(tk_server: MCPServer) -> None:
             origin = "http://localhost:6274"
             preflight = await raw.options(f"{base}/mcp", headers={"origin": origin, **PREFLIGHT})
             assert "access-control-allow-origin" not in preflight.headers
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "2001:db8::1"])
+def test_wide_bind_without_allowed_hosts_refuses_to_start(tk_server: MCPServer, host: str) -> None:
+    """Off loopback with no allowed_hosts (and no authentication) any web page could drive the
+    tools; the app refuses to be built and says what to set."""
+    with pytest.raises(ConfigError) as refused:
+        asgi_app(tk_server, host=host)
+    message = str(refused.value)
+    assert host in message
+    assert "allowed_hosts" in message
+    assert "--insecure" in message
+
+
+def test_wide_bind_is_served_with_allowed_hosts_authentication_or_insecure(tk_server: MCPServer) -> None:
+    asgi_app(tk_server, host="0.0.0.0", allowed_hosts=("tools.example.com",))
+    asgi_app(tk_server, host="0.0.0.0", authenticated=True)
+    asgi_app(tk_server, host="0.0.0.0", insecure=True)
+    asgi_app(tk_server, host="127.0.0.1")  # loopback needs none of them
+    asgi_app(tk_server, host="tools.example.com")  # a name is what clients use: it is the allowed host
+
+
+def test_serve_refuses_a_wide_bind_and_says_what_to_set(capsys: pytest.CaptureFixture[str]) -> None:
+    """``toolkernel serve --host 0.0.0.0`` exits 2 before binding, naming the fix."""
+    code = main(["serve", "docs/examples/echo_server.py:app", "--transport", "http", "--host", "0.0.0.0"])
+    error = capsys.readouterr().err
+    assert code == 2
+    assert "allowed_hosts" in error
+    assert "--insecure" in error
+
+
+def test_serve_insecure_flag_reaches_the_transport() -> None:
+    args = build_parser(Kernel()).parse_args(["serve", "x.py:app", "--transport", "http", "--insecure"])
+    assert serve_options(args).extra == {"insecure": True}
+    plain = build_parser(Kernel()).parse_args(["serve", "x.py:app"])
+    assert serve_options(plain).extra == {}

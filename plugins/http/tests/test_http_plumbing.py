@@ -22,6 +22,7 @@ from toolkernel import Kernel, MCPServer, SessionEvent, hookimpl
 from toolkernel.transports import ServeOptions
 from toolkernel_http import InMemoryEventStore, SessionScopedEventStore, asgi_app
 
+from . import _raw as raw
 from .conftest import make_server, serving
 
 TIMEOUT_S = 60.0
@@ -75,6 +76,92 @@ async def test_session_scoped_store_keeps_sessions_apart() -> None:
     await alice.store_event("1", _note("alice"))
     assert await _replayed(alice, alice_start) == ("1", ["alice"])
     assert await _replayed(bob, alice_start) == (None, [])
+
+
+@pytest.mark.anyio
+async def test_in_memory_store_bounds_each_session_and_the_total_by_bytes() -> None:
+    """Past a session's byte bound its own oldest events go, other sessions untouched; past the
+    total bound the oldest of all go. ``bytes`` counts what is held."""
+    store = InMemoryEventStore(max_bytes=10_000, max_session_bytes=4_000)
+    alice, bob = SessionScopedEventStore(store, "alice"), SessionScopedEventStore(store, "bob")
+    bob_first = await bob.store_event("1", _note("b" * 1_000))
+    alice_ids = [await alice.store_event("1", _note("a" * 1_000)) for _ in range(10)]
+    assert store.session_bytes("alice") <= 4_000
+    assert await _replayed(alice, alice_ids[0]) == (None, [])  # evicted: no longer resumable
+    assert (await _replayed(alice, alice_ids[-2]))[1] == ["a" * 1_000]
+    assert await _replayed(bob, bob_first) == ("1", [])  # bob's own event is still known
+    carol = SessionScopedEventStore(store, "carol")
+    for _ in range(10):
+        await carol.store_event("1", _note("c" * 1_000))
+    assert store.bytes <= 10_000
+    assert store.bytes == sum(store.session_bytes(s) for s in ("alice", "bob", "carol"))
+
+
+@pytest.mark.anyio
+async def test_in_memory_store_drops_events_past_their_age() -> None:
+    store = InMemoryEventStore(max_age_s=0.05)
+    old = await store.store_event("a", _note("old"))
+    await anyio.sleep(0.1)
+    await store.store_event("b", _note("new"))
+    assert await _replayed(store, old) == (None, [])
+    assert len(store) == 1
+
+
+@pytest.mark.anyio
+async def test_session_scoped_store_releases_its_events() -> None:
+    """A session's events leave the shared store when it ends; other sessions keep theirs."""
+    shared = InMemoryEventStore()
+    alice, bob = SessionScopedEventStore(shared, "alice"), SessionScopedEventStore(shared, "bob")
+    await alice.store_event("1", _note("alice"))
+    kept = await bob.store_event("1", None)
+    await bob.store_event("1", _note("bob"))
+    alice.release()
+    assert shared.session_bytes("alice") == 0
+    assert await _replayed(bob, kept) == ("1", ["bob"])
+    assert len(shared) == 2
+
+
+def _big_server() -> MCPServer:
+    server = MCPServer("big", "1.0.0", kernel=Kernel(load_entry_points=False))
+
+    @server.tool
+    def big(size: int) -> str:
+        """``size`` bytes of text."""
+        return "x" * size
+
+    return server
+
+
+@pytest.mark.anyio
+async def test_session_events_are_bounded_and_released_on_delete() -> None:
+    """Large results stay within the session's byte bound, and DELETE releases them all."""
+    app = asgi_app(_big_server(), session_event_bytes=3_000_000)
+    assert app.sessions is not None
+    store = app.sessions.event_store
+    assert isinstance(store, InMemoryEventStore)
+    with anyio.fail_after(TIMEOUT_S):
+        async with serving(app) as base, httpx.AsyncClient(timeout=30) as client:
+            url = f"{base}/mcp"
+            session = await raw.open_session(client, url)
+            for request_id in range(1, 11):
+                call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call"}
+                call["params"] = {"name": "big", "arguments": {"size": 1_000_000}}
+                response = await raw.post(client, url, call, session)
+                assert len(raw.answer(response, request_id)["result"]["content"][0]["text"]) == 1_000_000
+            held = store.bytes
+            deleted = await client.delete(url, headers=session)
+            after_delete, events_after_delete = store.bytes, len(store)
+    assert deleted.status_code == 200
+    assert 1_000_000 < held <= 3_000_000
+    assert after_delete == 0
+    assert events_after_delete == 0
+
+
+def test_json_response_mode_keeps_no_events() -> None:
+    """A JSON body can never be resumed: no event store, so nothing is held."""
+    app = asgi_app(make_server(), json_response=True)
+    assert app.sessions is not None
+    assert app.sessions.event_store is None
 
 
 def test_plugin_registers_transports_and_settings(kernel_with: Callable[..., Kernel]) -> None:

@@ -14,6 +14,7 @@ import pytest
 from toolkernel import Kernel, MCPServer, ToolContext
 from toolkernel_http import asgi_app
 
+from . import _raw as raw
 from .conftest import initialize, serving
 
 pytestmark = pytest.mark.anyio
@@ -133,6 +134,7 @@ async def test_session_cap_answers_503_and_frees_on_delete() -> None:
         ):
             url = f"{base}/mcp"
             headers = await _open(http, url)
+            assert (await _answer(http, url, headers, _call(1, "echo", {"text": "in use"})))["result"]
             init = initialize()
             refused = await http.post(url, json=init, headers=ACCEPT)
             assert refused.status_code == 503
@@ -142,6 +144,62 @@ async def test_session_cap_answers_503_and_frees_on_delete() -> None:
                 await http.post(url, json=_call(1, "echo", {"text": "x"}), headers=headers)
             ).status_code == 404
             await _open(http, url)
+
+
+async def test_abandoned_sessions_never_lock_out_a_new_client() -> None:
+    """A flood of sessions that never make a second request cannot fill the table: at the cap
+    the oldest of them makes room, so a well-behaved client is still served."""
+    with anyio.fail_after(TIMEOUT_S):
+        app = asgi_app(_server(), max_sessions=20)
+        async with serving(app) as base, httpx.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            for _ in range(60):
+                response = await http.post(url, json=initialize(), headers=ACCEPT)
+                assert response.status_code == 200, response.text
+            assert app.sessions is not None
+            assert len(app.sessions.sessions) == 20
+            headers = await _open(http, url)
+            assert (await _answer(http, url, headers, _call(1, "echo", {"text": "served"})))["result"]
+            # Sessions in use are never taken: the flood now only recycles its own.
+            for _ in range(40):
+                assert (await http.post(url, json=initialize(), headers=ACCEPT)).status_code == 200
+            assert (await _answer(http, url, headers, _call(2, "echo", {"text": "still"})))["result"]
+
+
+async def test_per_client_quota_answers_429_and_leaves_others_served() -> None:
+    """One client (here: one address) holds at most ``max_sessions_per_client`` sessions in use."""
+    with anyio.fail_after(TIMEOUT_S):
+        transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+        async with (
+            serving(asgi_app(_server(), max_sessions_per_client=2)) as base,
+            httpx.AsyncClient(timeout=30) as http,
+            httpx.AsyncClient(timeout=30, transport=transport) as other,
+        ):
+            url = f"{base}/mcp"
+            for request_id in range(2):
+                headers = await _open(http, url)
+                assert (await _answer(http, url, headers, _call(request_id, "echo", {"text": "x"})))["result"]
+            refused = await http.post(url, json=initialize(), headers=ACCEPT)
+            other_headers = await _open(other, url)
+            served = await _answer(other, url, other_headers, _call(9, "echo", {"text": "other"}))
+    assert refused.status_code == 429
+    assert "max_sessions_per_client" in json.loads(refused.content)["error"]["message"]
+    assert served["result"]["content"][0]["text"] == "other"
+
+
+async def test_session_that_never_makes_a_second_request_is_reaped_early() -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        app = asgi_app(_server(), unused_session_timeout=0.3)
+        async with serving(app) as base, httpx.AsyncClient(timeout=30) as http:
+            url = f"{base}/mcp"
+            unused = await _open(http, url)
+            used = await _open(http, url)
+            assert (await _answer(http, url, used, _call(1, "echo", {"text": "hi"})))["result"]
+            await anyio.sleep(1.0)
+            gone = await http.post(url, json=_call(2, "echo", {"text": "hi"}), headers=unused)
+            kept = await _answer(http, url, used, _call(3, "echo", {"text": "hi"}))
+    assert gone.status_code == 404
+    assert kept["result"]["content"][0]["text"] == "hi"
 
 
 async def test_cancelled_request_ends_its_stream_and_the_session_goes_on() -> None:
@@ -268,3 +326,32 @@ async def test_without_an_event_store_last_event_id_opens_the_plain_stream() -> 
             async with http.stream("GET", url, headers={**get, "last-event-id": "17"}) as stream:
                 assert stream.status_code == 200
                 assert (await http.get(url, headers=get)).status_code == 409
+
+
+@pytest.mark.parametrize("json_response", [False, True])
+async def test_reinitialize_is_refused_and_leaves_the_session_intact(
+    tk_server: MCPServer, json_response: bool
+) -> None:
+    """A second ``initialize`` on an established session, valid or not, is refused with an error
+    carrying its id; the session keeps its protocol version and keeps serving."""
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(tk_server, json_response=json_response)) as base,
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            url = f"{base}/mcp"
+            session = await raw.open_session(client, url, "2025-11-25")
+            invalid = {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": 7}}
+            refused_invalid = raw.answer(await raw.post(client, url, invalid, session), 5)
+            valid = initialize("2025-03-26", request_id=6)
+            refused_valid = raw.answer(await raw.post(client, url, valid, session), 6)
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+            call["params"] = {"name": "echo", "arguments": {"text": "intact"}}
+            after = await raw.post(client, url, call, session)
+    assert refused_invalid["error"]["code"] == -32600
+    assert "already initialized" in refused_invalid["error"]["message"]
+    assert refused_valid["error"]["code"] == -32600
+    assert raw.answer(after, 7)["result"]["content"][0]["text"] == "intact"
+    if not json_response:
+        # Still a 2025-11-25 session: its streams open with a priming event.
+        assert after.text.startswith("id: ")

@@ -437,3 +437,18 @@ async def test_unfiltered_query_iterates_when_a_plain_scan_comes_up_short(hnsw_s
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     finally:
         await store.delete_index("short")
+
+
+def test_the_kernel_builds_the_store_from_its_settings(tmp_path: Any) -> None:
+    from toolkernel import ConfigError, Kernel
+    from toolkernel_pgvector import plugin
+
+    config = tmp_path / "toolkernel.toml"
+    config.write_text('[plugins.pgvector]\ndsn = "postgresql:///kb"\nschema = "tenant_a"\n')
+    kernel = Kernel.from_config(config, load_entry_points=False, plugins=[plugin])
+    store = kernel.vector_store("pgvector")  # nothing connects until the first call
+    assert isinstance(store, PgVectorStore)
+    assert (store.options.dsn, store.options.schema_) == ("postgresql:///kb", "tenant_a")
+    assert kernel.vector_store("pgvector", schema="tenant_b").options.schema_ == "tenant_b"  # options win
+    with pytest.raises(ConfigError, match=r"\[plugins\.pgvector\] index_type from the call's options"):
+        kernel.vector_store("pgvector", index_type="annoy")

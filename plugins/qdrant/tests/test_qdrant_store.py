@@ -20,6 +20,7 @@ from toolkernel_qdrant import plugin as qdrant_plugin
 from toolkernel_qdrant._base import _ID_NAMESPACE, point_id
 from toolkernel_qdrant.client_store import QdrantClientStore
 from toolkernel_qdrant.edge_store import QdrantEdgeStore
+from toolkernel_qdrant.settings import store_from_settings
 
 
 @pytest.fixture
@@ -28,6 +29,8 @@ def anyio_backend() -> str:
 
 
 class TestQdrantEdgeStore(VectorStoreContract):
+    string_ranges = False  # range filters with string operands raise UnsupportedFilterError
+
     @pytest.fixture
     async def vector_store(self) -> AsyncIterator[VectorStore]:
         store = create_store()
@@ -36,6 +39,8 @@ class TestQdrantEdgeStore(VectorStoreContract):
 
 
 class TestQdrantEdgeStoreOnDisk(VectorStoreContract):
+    string_ranges = False  # range filters with string operands raise UnsupportedFilterError
+
     @pytest.fixture
     async def vector_store(self, tmp_path: Path) -> AsyncIterator[VectorStore]:
         store = create_store(path=tmp_path / "qdrant")
@@ -44,6 +49,8 @@ class TestQdrantEdgeStoreOnDisk(VectorStoreContract):
 
 
 class TestQdrantLocalStore(VectorStoreContract):
+    string_ranges = False  # range filters with string operands raise UnsupportedFilterError
+
     @pytest.fixture
     async def vector_store(self) -> AsyncIterator[VectorStore]:
         store = create_store(mode="local")
@@ -57,7 +64,8 @@ def test_plugin_registers_the_store() -> None:
     pm.register(qdrant_plugin)
     registry = VectorStoreRegistry()
     pm.hook.register_vector_stores(registry=registry)
-    assert registry.get("qdrant") is create_store
+    assert registry.get("qdrant") is store_from_settings
+    assert registry.settings_of("qdrant") == "qdrant"
 
 
 def test_modes_resolve_from_settings(tmp_path: Path) -> None:
@@ -191,3 +199,19 @@ async def test_racing_create_index_keeps_one_setting(mode: str) -> None:
         assert sorted(outcomes) == sorted([f"created {info.dimension}"] * 2 + ["refused"] * 2)
     finally:
         await store.aclose()
+
+
+def test_the_kernel_builds_the_store_from_its_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TOOLKERNEL_QDRANT_URL", raising=False)
+    config = tmp_path / "toolkernel.toml"
+    config.write_text('[plugins.qdrant]\nmode = "local"\ncollection_prefix = "kb_"\n')
+    kernel = toolkernel.Kernel.from_config(config, load_entry_points=False, plugins=[qdrant_plugin])
+    store = kernel.vector_store("qdrant")
+    assert isinstance(store, QdrantClientStore)
+    assert isinstance(kernel.vector_store("qdrant", mode="edge"), QdrantEdgeStore)  # call options win
+    with pytest.raises(
+        toolkernel.ConfigError, match=r"\[plugins\.qdrant\]: Value error, mode 'server' needs a url"
+    ):
+        kernel.vector_store("qdrant", mode="server")

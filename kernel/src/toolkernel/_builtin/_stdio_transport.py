@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp_types import jsonrpc_message_adapter
+from mcp_types import JSONRPCNotification, jsonrpc_message_adapter
+from pydantic import ValidationError
 
 from toolkernel.errors import ConfigError
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
+from toolkernel.wire import encode_message, misplaced_id, refusal, too_long
 
 if TYPE_CHECKING:
     from toolkernel.transports import ClientTransportOptions, ServeOptions, ServingApp, TransportStreams
@@ -34,8 +36,9 @@ _EXIT_GRACE_S = 2.0
 class LineReadStream(ReadStreamBase):
     """Reads one JSON-RPC message per line; malformed lines come through as exceptions.
 
-    With ``reply`` (the server side), a malformed line is instead answered on ``reply``
-    with a JSON-RPC error whose id is null, as JSON-RPC 2.0 requires, and skipped.
+    With ``reply`` (the server side), a line that is not a valid message is instead
+    answered on ``reply`` as JSON-RPC 2.0 asks (see :func:`toolkernel.wire.refusal`) and
+    skipped, and so is a request whose id has a type MCP does not allow.
     """
 
     def __init__(self, reader: asyncio.StreamReader, reply: LineWriteStream | None = None) -> None:
@@ -45,12 +48,32 @@ class LineReadStream(ReadStreamBase):
     async def receive(self) -> SessionMessage | Exception:
         """The next message; :class:`anyio.EndOfStream` when the peer closed the pipe."""
         while True:
-            item = await self._receive_line()
-            if self._reply is None or not isinstance(item, Exception):
-                return item
-            await self._reply.send(_error_reply(item))
+            line = await self._read_line()
+            if line is None:
+                error: Exception = ValueError(f"stdio message longer than {MAX_LINE} bytes was dropped")
+                if self._reply is None:
+                    return error
+                await self._reply.send(SessionMessage(too_long(MAX_LINE)))
+                continue
+            try:
+                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except ValidationError as exc:
+                if self._reply is None:
+                    return exc
+                if (answer := refusal(line, exc)) is not None:
+                    await self._reply.send(SessionMessage(answer))
+                continue
+            if (
+                self._reply is not None
+                and type(message) is JSONRPCNotification
+                and (answer := misplaced_id(line)) is not None
+            ):
+                await self._reply.send(SessionMessage(answer))
+                continue
+            return SessionMessage(message)
 
-    async def _receive_line(self) -> SessionMessage | Exception:
+    async def _read_line(self) -> bytes | None:
+        """The next non-blank line, ``None`` for one over :data:`MAX_LINE` (skipped)."""
         while True:
             try:
                 line = await self._reader.readuntil(b"\n")
@@ -60,13 +83,9 @@ class LineReadStream(ReadStreamBase):
                     raise anyio.EndOfStream from None
             except asyncio.LimitOverrunError as exc:
                 await self._skip_line(exc.consumed)
-                return ValueError(f"stdio message longer than {MAX_LINE} bytes was dropped")
+                return None
             if line.strip():
-                break
-        try:
-            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-        except Exception as exc:
-            return exc
+                return line
 
     async def _skip_line(self, consumed: int) -> None:
         while True:
@@ -93,10 +112,14 @@ class LineWriteStream(WriteStreamBase):
         self._pending: list[bytes] = []
 
     async def send(self, item: SessionMessage, /) -> None:
-        """Serialize and queue ``item``; :class:`anyio.BrokenResourceError` if the pipe closed."""
+        """Serialize and queue ``item``; :class:`anyio.BrokenResourceError` if the pipe closed.
+
+        A result JSON cannot encode raises ``MCPError`` (see :mod:`toolkernel.wire`) before
+        anything is queued; the dispatcher then sends the request's error instead.
+        """
         if self._transport.is_closing():
             raise anyio.BrokenResourceError("stdio pipe is closed")
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+        data = encode_message(item.message) + b"\n"
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending.append(data)
@@ -124,21 +147,6 @@ async def _pipe_streams(read_fd: int, write_fd: int) -> tuple[LineReadStream, Li
     )
     write = LineWriteStream(transport, protocol)
     return LineReadStream(reader, reply=write), write
-
-
-def _error_reply(exc: Exception) -> SessionMessage:
-    """The JSON-RPC error answering a line that is not a JSON-RPC message."""
-    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
-    from pydantic import ValidationError
-
-    problems = exc.errors(include_url=False) if isinstance(exc, ValidationError) else []
-    invalid_json = [e["msg"] for e in problems if e["type"] == "json_invalid"]
-    error = (
-        ErrorData(code=PARSE_ERROR, message=f"Parse error: {invalid_json[0] if invalid_json else exc}")
-        if invalid_json or not problems
-        else ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message")
-    )
-    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error))
 
 
 @contextlib.asynccontextmanager
@@ -207,8 +215,8 @@ async def stdio_client(
 ) -> AsyncIterator[TransportStreams]:
     """Spawn ``target`` (a command line) and yield streams to its stdin/stdout.
 
-    On exit stdin is closed, then the process is given two seconds, then terminated,
-    then killed: it never outlives the context.
+    On exit stdin is closed, then the process is given ``extra["exit_grace_s"]`` seconds
+    (two by default), then terminated, then killed: it never outlives the context.
     """
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if not argv:
@@ -239,15 +247,15 @@ async def stdio_client(
     finally:
         await write.aclose()
         with anyio.CancelScope(shield=True):
-            await _reap(proc)
+            await _reap(proc, float(options.extra.get("exit_grace_s", _EXIT_GRACE_S)))
 
 
-async def _reap(proc: asyncio.subprocess.Process) -> None:
-    for step in (None, proc.terminate, proc.kill):
+async def _reap(proc: asyncio.subprocess.Process, grace: float) -> None:
+    for step, wait in ((None, grace), (proc.terminate, _EXIT_GRACE_S), (proc.kill, _EXIT_GRACE_S)):
         if proc.returncode is not None:
             return
         if step is not None:
             with contextlib.suppress(ProcessLookupError):
                 step()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), _EXIT_GRACE_S)
+            await asyncio.wait_for(proc.wait(), wait)

@@ -1,10 +1,12 @@
-"""The built-in sub-commands: serve, dev, list, plugins, inspect, call, version."""
+"""The built-in sub-commands: serve, dev, list, plugins, plugin, inspect, call, version."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolkernel import hookimpl
@@ -13,6 +15,7 @@ from toolkernel._builtin import devserver
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
     from toolkernel.cli import CommandRegistry
+    from toolkernel.transports import ServeOptions
 
 
 @hookimpl
@@ -20,6 +23,9 @@ def register_commands(registry: CommandRegistry) -> None:
     """Register the commands every installation has."""
     registry.add("serve", _serve_args, _serve, help="Serve an MCPServer (path/file.py:attr or module:attr).")
     registry.add("plugins", _plugins_args, _plugins, help="List plugins without importing their backends.")
+    registry.add(
+        "plugin", _plugin_args, _plugin, help="Write a new plugin distribution (plugin new NAME --kind KIND)."
+    )
     registry.add(
         "inspect", _inspect_args, _inspect, help="Show a server's info, tools, resources and prompts."
     )
@@ -48,6 +54,19 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port for network transports")
     parser.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
     parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a network transport off loopback with no allowed hosts and no authentication "
+        "(any web page could call the tools)",
+    )
+    parser.add_argument(
+        "--auth",
+        default=None,
+        metavar="PROVIDER",
+        help="require a token: the auth provider that checks it (toolkernel-oauth: jwt, introspection, "
+        "static-tokens, chain); network transports only",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -60,14 +79,19 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
 
     from toolkernel._targets import load_server
     from toolkernel.errors import ConfigError
-    from toolkernel.transports import ServeOptions
 
     if args.transport not in kernel.server_transports:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
+    if args.auth is not None:
+        if args.transport == "stdio":
+            raise ConfigError("--auth applies to network transports (http, sse), not to stdio")
+        if args.auth not in kernel.auth_providers:
+            known = ", ".join(kernel.auth_providers) or "none (pip install toolkernel-oauth)"
+            raise ConfigError(f"--auth {args.auth!r}: no such auth provider; available: {known}")
     try:
-        options = ServeOptions(host=args.host, port=args.port, path=args.path)
+        options = serve_options(args)
     except ValidationError as exc:
         raise ConfigError(f"serve: {exc}") from None
     args.loop = _event_loop(args.loop)
@@ -77,6 +101,17 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
     import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
 
     return server.kernel.serve(server, args.transport, options)
+
+
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """The ``ServeOptions`` of a ``serve`` command line (``--insecure`` and ``--auth`` go to the
+    transport's extra)."""
+    from toolkernel.transports import ServeOptions
+
+    extra: dict[str, Any] = {"insecure": True} if args.insecure else {}
+    if args.auth is not None:
+        extra["auth"] = args.auth
+    return ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
 
 
 def _event_loop(choice: str) -> str:
@@ -113,6 +148,32 @@ def _plugins(args: argparse.Namespace, kernel: Kernel) -> int:
             print(f"    hooks: {', '.join(info.hooks)}")
         if info.error:
             print(f"    error: {info.error}")
+    return 0
+
+
+# -- plugin new ------------------------------------------------------------------------------
+
+
+def _plugin_args(parser: argparse.ArgumentParser) -> None:
+    from toolkernel._scaffold import KINDS
+
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    new = actions.add_parser(
+        "new", help="write a ready plugin distribution: pyproject, module, tests, README"
+    )
+    new.add_argument("name", metavar="NAME", help="the plugin's name, e.g. lancedb (toolkernel-NAME)")
+    new.add_argument("--kind", required=True, choices=KINDS, help="what the plugin provides")
+    new.add_argument("--dir", default=None, help="where to write it (default ./toolkernel-NAME)")
+
+
+def _plugin(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel._scaffold import new_plugin
+
+    written = new_plugin(args.name, args.kind, args.dir)
+    root = written[0].parent
+    for path in written:
+        print(path)
+    print(f"\nnext: pip install -e '{root}[test]' && pytest {root}", file=sys.stderr)
     return 0
 
 
@@ -166,11 +227,20 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         if args.env:
             raise ConfigError("--env applies to a command-line server, not to a URL")
         server: dict[str, Any] = {"url": args.server, "headers": _pairs(args.header, ":", "--header")}
+        if "oauth" in kernel.client_auth and not any(h.lower() == "authorization" for h in server["headers"]):
+            server["auth"] = {"type": "oauth"}  # tokens kept by `toolkernel auth login`
     else:
         if args.header:
             raise ConfigError("--header applies to a URL server, not to a command line")
         argv = shlex.split(args.server)
-        server = {"command": argv[0], "args": argv[1:], "env": _pairs(args.env, "=", "--env")}
+        # One-shot: a server that has not exited half a second after its stdin closed is stopped,
+        # so the command ends close to --timeout even when the server hangs.
+        server = {
+            "command": argv[0],
+            "args": argv[1:],
+            "env": _pairs(args.env, "=", "--env"),
+            "exit_grace": 0.5,
+        }
     server.update(protocol=args.mode, timeout=args.timeout, connect_timeout=args.timeout)
     config = {
         "id": f"cli-{id(args)}",
@@ -180,6 +250,47 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
         "policy": {"stdio_restart": {"max_attempts": 0}, "http_reconnect": {"max_attempts": 0}},
     }
     return MCPClient(config, kernel=kernel, persist=False)
+
+
+@contextlib.contextmanager
+def _quiet_unless_asked(args: argparse.Namespace) -> Iterator[None]:
+    """While a one-shot client runs, log only errors unless a level was asked for: its failure is
+    the one error line. The previous configuration comes back afterwards (``main`` may run in-process)."""
+    import logging
+    import os
+
+    if args.log_level or "TOOLKERNEL_LOG_LEVEL" in os.environ:
+        yield
+        return
+    import structlog
+
+    from toolkernel._logging import get_logger
+
+    get_logger()  # configured as usual first, so only the level changes
+    wrapper = structlog.get_config()["wrapper_class"]
+    root = logging.getLogger()
+    root_level = root.level
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+        root.setLevel(root_level)
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Bound the whole command by ``--timeout``; running out is a :class:`RequestTimeout` (exit 4)."""
+    import anyio
+
+    from toolkernel.client.errors import REQUEST_TIMEOUT, RequestTimeout
+
+    try:
+        with anyio.fail_after(seconds):
+            yield
+    except TimeoutError:
+        raise RequestTimeout("server", f"timed out after {seconds:g}s (--timeout)", REQUEST_TIMEOUT) from None
 
 
 def _pairs(items: list[str], separator: str, option: str) -> dict[str, str]:
@@ -196,9 +307,7 @@ def _pairs(items: list[str], separator: str, option: str) -> dict[str, str]:
 
 
 async def _inspect(args: argparse.Namespace, kernel: Kernel) -> int:
-    import anyio
-
-    with anyio.fail_after(args.timeout):
+    with _quiet_unless_asked(args), _deadline(args.timeout):
         async with _one_server(args, kernel) as client:
             snap = client.get_servers()["server"]
     report: dict[str, Any] = {
@@ -229,8 +338,6 @@ async def _inspect(args: argparse.Namespace, kernel: Kernel) -> int:
 
 
 async def _call(args: argparse.Namespace, kernel: Kernel) -> int:
-    import anyio
-
     from toolkernel.errors import ConfigError
 
     try:
@@ -241,7 +348,7 @@ async def _call(args: argparse.Namespace, kernel: Kernel) -> int:
         ) from None
     if not isinstance(arguments, dict):
         raise ConfigError(f"--args must be a JSON object, got {type(arguments).__name__}")
-    with anyio.fail_after(args.timeout):
+    with _quiet_unless_asked(args), _deadline(args.timeout):
         async with _one_server(args, kernel) as client:
             output = await client.call_server_tool("server", args.tool, arguments, raise_on_error=False)
     result = output.result

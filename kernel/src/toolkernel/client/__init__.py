@@ -17,6 +17,9 @@ from toolkernel.client._connection import ServerState as ServerState
 from toolkernel.client._connection import StateChange as StateChange
 from toolkernel.client._content import ToolOutput as ToolOutput
 from toolkernel.client._names import ToolRef as ToolRef
+from toolkernel.client._skills import LoadedSkill as LoadedSkill
+from toolkernel.client._skills import Skill as Skill
+from toolkernel.client._skills import SkillFile as SkillFile
 from toolkernel.client.config import HTTPServerConfig as HTTPServerConfig
 from toolkernel.client.config import MCPClientConfig as MCPClientConfig
 from toolkernel.client.config import ReliabilityPolicy as ReliabilityPolicy
@@ -29,6 +32,7 @@ from toolkernel.client.storage import SqliteServerStore as SqliteServerStore
 
 __all__ = [
     "HTTPServerConfig",
+    "LoadedSkill",
     "MCPClient",
     "MCPClientConfig",
     "MemoryServerStore",
@@ -38,6 +42,8 @@ __all__ = [
     "ServerSnapshot",
     "ServerState",
     "ServerStore",
+    "Skill",
+    "SkillFile",
     "SqliteServerStore",
     "StateChange",
     "StdioServerConfig",

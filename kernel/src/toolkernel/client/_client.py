@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from toolkernel.client import _tasks as tasks
 from toolkernel.client._connection import (
     ProgressCallback,
     ServerConnection,
@@ -21,9 +22,21 @@ from toolkernel.client._connection import (
     StateChange,
     _deprecation,
     _log,
+    paged,
+    supports_subscribe,
 )
 from toolkernel.client._content import ToolOutput, map_result
 from toolkernel.client._names import ToolRef, build_table
+from toolkernel.client._skills import (
+    SKILLS_EXTENSION,
+    LoadedSkill,
+    Skill,
+    file_bytes,
+    verify_file,
+    verify_frontmatter,
+    wire_types,
+)
+from toolkernel.client._tasks import call_as_task, server_runs_tool_tasks, task_support
 from toolkernel.client.config import (
     HTTPServerConfig,
     MCPClientConfig,
@@ -44,6 +57,10 @@ if TYPE_CHECKING:
 _LIVE: set[str] = set()
 """Store keys of the clients running in this process (a second one with the same key is an error)."""
 _CLOSE_GRACE_S = 10.0
+PROMPT_VERSION_META = "toolkernel/version"
+"""The request ``_meta`` key that selects a prompt version on toolkernel servers."""
+PROMPT_VERSIONS_META = "toolkernel/versions"
+"""The listed prompt's ``_meta`` key with every version the server has."""
 
 SamplingHandler = Callable[[str, "types.CreateMessageRequestParams"], Any]
 """``async (server, params) -> CreateMessageResult``."""
@@ -410,6 +427,7 @@ class MCPClient:
         run_id: str | None = None,
         on_progress: ProgressCallback | None = None,
         raise_on_error: bool = True,
+        task: bool | None = None,
     ) -> ToolOutput:
         """Call a tool by its client-wide name.
 
@@ -418,6 +436,11 @@ class MCPClient:
         :param run_id: becomes the request's progress token, and :meth:`cancel` takes it.
         :param on_progress: ``(progress, total, message)`` for this call's progress.
         :param raise_on_error: a result the tool marks as an error raises :class:`ToolError`.
+        :param task: on 2025-11-25 servers, run the tool as a task: ``None`` (default) when
+            the tool requires it, ``True`` also when it allows it. On 2026-07-28 servers the
+            server decides (the client offers the tasks extension). Either way the call waits
+            for the task, reporting each status change as progress; cancelling the call or
+            timing out cancels the task on the server.
         Tools annotated idempotent or read-only are sent again after a lost connection, up
         to the policy's ``tool_retries``; others fail with the connection.
         """
@@ -432,6 +455,7 @@ class MCPClient:
             run_id=run_id,
             on_progress=on_progress,
             raise_on_error=raise_on_error,
+            task=task,
         )
 
     async def call_server_tool(
@@ -444,18 +468,36 @@ class MCPClient:
         run_id: str | None = None,
         on_progress: ProgressCallback | None = None,
         raise_on_error: bool = True,
+        task: bool | None = None,
     ) -> ToolOutput:
         """Call ``tool`` on ``server`` by its own name (see :meth:`call_tool`)."""
         conn = self._conn(server)
         known = next((t for t in conn.tools if t.name == tool), None)
-        retryable = known is not None and NamespacedTool("", server, known).retryable
-        tries = 1 + (self.config.policy.tool_retries if retryable else 0)
         args = dict(arguments or {})
+        support = task_support(known)
+        if conn.modern:
+            # 2026-07-28: the server decides; a task it creates is followed by the tasks extension.
+            op = self._modern_op(conn, tool, args)
+            retryable = known is not None and NamespacedTool("", server, known).retryable
+        elif support == "required" or (task and support == "optional"):
+            if task is False:
+                raise ToolError(
+                    server, f"tool {tool!r} runs only as a task (taskSupport: required)", tool=tool
+                )
+            op = self._task_op(conn, tool, args)
+            retryable = False
+        else:
+
+            async def op(client: Any, meta: dict[str, Any]) -> Any:
+                return await client.call_tool(tool, args, meta=meta)
+
+            retryable = known is not None and NamespacedTool("", server, known).retryable
+        tries = 1 + (self.config.policy.tool_retries if retryable else 0)
         for attempt in range(tries):
             try:
                 result = await conn.request(
                     f"tools/call {tool}",
-                    lambda client, meta: client.call_tool(tool, args, meta=meta),  # type: ignore[arg-type]
+                    op,
                     timeout=timeout,
                     run_id=run_id,
                     on_progress=on_progress,
@@ -472,8 +514,72 @@ class MCPClient:
             )
         return output
 
+    @staticmethod
+    def _status_reporter(conn: ServerConnection, token: str | int) -> Callable[[Any], Any]:
+        """Each task status as progress of the call with progress token ``token``."""
+        route = conn.progress_routes.get(token)
+        steps = 0
+
+        async def on_status(state: Any) -> None:
+            nonlocal steps
+            steps += 1
+            detail = f": {state.status_message}" if state.status_message else ""
+            _log.debug("task status", server=conn.name, task=state.task_id, status=state.status)
+            if route is not None:
+                await route(steps, None, f"task {state.task_id} {state.status}{detail}")
+
+        return on_status
+
+    @classmethod
+    def _modern_op(cls, conn: ServerConnection, tool: str, args: dict[str, Any]) -> Any:
+        """A 2026-07-28 ``tools/call``; a task the server makes of it reports statuses as progress."""
+
+        async def op(client: Any, meta: dict[str, Any]) -> Any:
+            reset = tasks.status_callback.set(cls._status_reporter(conn, meta["progressToken"]))
+            try:
+                return await client.call_tool(tool, args, meta=meta)
+            finally:
+                tasks.status_callback.reset(reset)
+
+        return op
+
+    @classmethod
+    def _task_op(cls, conn: ServerConnection, tool: str, args: dict[str, Any]) -> Any:
+        """The request that runs ``tool`` as a task, its status changes reported as the call's progress."""
+        if not server_runs_tool_tasks(conn.capabilities):
+            raise ToolError(
+                conn.name,
+                f"tool {tool!r} must run as a task, but the server does not offer tool tasks "
+                "(capabilities.tasks.requests.tools.call)",
+                tool=tool,
+            )
+
+        async def op(client: Any, meta: dict[str, Any]) -> Any:
+            on_status = cls._status_reporter(conn, meta["progressToken"])
+            return await call_as_task(client, tool, args, meta=meta, on_status=on_status)
+
+        return op
+
+    async def get_task(self, server: str, task_id: str) -> Any:
+        """Poll a task on ``server`` (``tasks/get``): ``task_id``, ``status``, ``status_message``.
+
+        On 2026-07-28 the answer also inlines the ``result``, ``error`` or ``input_requests``.
+        """
+        return await self._conn(server).request(
+            f"tasks/get {task_id}", lambda client, meta: tasks.get(client, task_id)
+        )
+
+    async def cancel_task(self, server: str, task_id: str) -> Any:
+        """Ask ``server`` to cancel a task (``tasks/cancel``); 2025-11-25 answers with its state."""
+        return await self._conn(server).request(
+            f"tasks/cancel {task_id}", lambda client, meta: tasks.cancel(client, task_id)
+        )
+
     def cancel(self, run_id: str) -> bool:
-        """Cancel the in-flight request started with ``run_id``; whether there was one."""
+        """Cancel the in-flight request started with ``run_id``; whether there was one.
+
+        A tool running as a task is cancelled on the server too (``tasks/cancel``).
+        """
         cancel = self._runs.get(run_id)
         if cancel is None:
             return False
@@ -514,6 +620,10 @@ class MCPClient:
         """
         conn = self._conn(server)
         await conn.ready_client(conn.connect_timeout)
+        if not supports_subscribe(conn.capabilities):
+            raise MCPClientError(
+                server, "the server does not offer resource subscriptions (resources.subscribe)"
+            )
         if conn.modern:
             conn.subscriptions.add(uri)
             await conn.resubscribe()
@@ -554,15 +664,32 @@ class MCPClient:
         name: str,
         arguments: Mapping[str, str] | None = None,
         *,
+        version: str | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - a per-call deadline is the API
     ) -> types.GetPromptResult:
-        """Prompt ``name`` from ``server``, filled in with ``arguments``."""
+        """Prompt ``name`` from ``server``, filled in with ``arguments``.
+
+        :param version: one of the prompt's versions (:meth:`prompt_versions`); the server's
+            default when ``None``. Sent as ``_meta["toolkernel/version"]``, which toolkernel
+            servers honour.
+        """
         args = dict(arguments) if arguments is not None else None
-        return await self._conn(server).request(
-            f"prompts/get {name}",
-            lambda client, meta: client.get_prompt(name, args, meta=meta),  # type: ignore[arg-type]
-            timeout=timeout,
-        )
+
+        async def op(client: Any, meta: dict[str, Any]) -> Any:
+            if version is not None:
+                meta = {**meta, PROMPT_VERSION_META: version}
+            return await client.get_prompt(name, args, meta=meta)
+
+        return await self._conn(server).request(f"prompts/get {name}", op, timeout=timeout)
+
+    async def prompt_versions(self, server: str, name: str) -> list[str]:
+        """The versions ``server`` lists for prompt ``name`` (``_meta["toolkernel/versions"]``); [] if one."""
+        prompts = (await self.list_prompts()).get(server, [])
+        listed = next((p for p in prompts if p.name == name), None)
+        if listed is None:
+            raise MCPClientError(server, f"no prompt named {name!r}")
+        versions = (listed.meta or {}).get(PROMPT_VERSIONS_META) or []
+        return [str(v) for v in versions]
 
     async def complete(
         self,
@@ -577,6 +704,52 @@ class MCPClient:
             "completion/complete",
             lambda client, meta: client.complete(ref, dict(argument), ctx),
         )
+
+    # -- skills (SEP-2640) ------------------------------------------------------------------------
+
+    async def list_skills(self, server: str) -> list[Skill]:
+        """The skills ``server`` offers (every page); nothing of them is read yet."""
+        conn = self._conn(server)
+        await conn.ready_client(conn.connect_timeout)
+        extensions = (conn.capabilities.extensions if conn.capabilities else None) or {}
+        if SKILLS_EXTENSION not in extensions:
+            raise MCPClientError(server, f"the server does not offer skills ({SKILLS_EXTENSION})")
+        request, result = wire_types()
+
+        async def fetch(cursor: str | None = None) -> Any:
+            async def op(client: Any, meta: dict[str, Any]) -> Any:
+                return await client.session.send_request(request(params={"cursor": cursor}), result)
+
+            return await conn.request("skills/list", op)
+
+        return await paged(fetch, "skills")
+
+    async def load_skill(self, server: str, skill: Skill | str) -> LoadedSkill:
+        """Read a skill's files, verified: sizes and digests as listed, ``SKILL.md`` frontmatter as listed.
+
+        ``skill`` is an entry from :meth:`list_skills` or its ``SKILL.md`` URI. Files are
+        read only now, ``SKILL.md`` first; the first check that fails raises
+        :class:`MCPClientError` and nothing more is read.
+        """
+        if isinstance(skill, str):
+            entry = next((s for s in await self.list_skills(server) if s.uri == skill), None)
+            if entry is None:
+                raise MCPClientError(server, f"no skill with the URI {skill!r}")
+            skill = entry
+        listed = {f.uri: f for f in skill.resources} if isinstance(skill.resources, list) else {}
+        order = [skill.uri, *(uri for uri in listed if uri != skill.uri)]
+        files: dict[str, bytes] = {}
+        for uri in order:
+            try:
+                data = file_bytes(await self.read_resource(server, uri), uri)
+            except ValueError as exc:
+                raise MCPClientError(server, str(exc)) from None
+            if uri in listed:
+                verify_file(server, listed[uri], data)
+            if uri == skill.uri:
+                verify_frontmatter(server, skill, data.decode("utf-8", errors="replace"))
+            files[uri] = data
+        return LoadedSkill(server, skill, files)
 
     # -- logging and roots ------------------------------------------------------------------------
 

@@ -23,7 +23,13 @@ import anyio
 
 from toolkernel._logging import get_logger
 from toolkernel.client.config import HTTPServerConfig, RestartPolicy, StdioServerConfig
-from toolkernel.client.errors import CONNECTION_CLOSED, REQUEST_CANCELLED, REQUEST_TIMEOUT
+from toolkernel.client.errors import (
+    CONNECTION_CLOSED,
+    REQUEST_CANCELLED,
+    REQUEST_TIMEOUT,
+    ProtocolError,
+    RequestTimeout,
+)
 from toolkernel.errors import ConfigError, MCPClientError
 
 if TYPE_CHECKING:
@@ -41,6 +47,7 @@ T = TypeVar("T")
 ProgressCallback = Callable[[float, float | None, str | None], Any]
 
 _PAGE_CAP = 100
+"""Pages of one list the client follows before it stops (a guard against a server that never ends)."""
 
 
 class _LazyLogger:
@@ -83,22 +90,83 @@ class ServerSnapshot:
     resource_templates: list[types.ResourceTemplate] = field(default_factory=list)
 
 
-class _WatchedRead:
-    """The transport's read stream, telling the connection when it ends."""
+class _WatchedWrite:
+    """The transport's write stream, remembering the highest request id sent (to tell wrong ids)."""
 
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+    def __init__(self, inner: Any) -> None:
+        from mcp_types import JSONRPCRequest
+
+        self._inner = inner
+        self._request_type = JSONRPCRequest
+        self.highest_id = -1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def send(self, item: Any) -> None:
+        message = item.message
+        if type(message) is self._request_type and type(message.id) is int and message.id > self.highest_id:
+            self.highest_id = message.id
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedWrite:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _WatchedRead:
+    """The transport's read stream, telling the connection when it ends or the server breaks the protocol.
+
+    A message that is not JSON-RPC, an answer to a request never sent, or an error for no
+    request at all ends the stream at once (``on_violation`` says why): the requests in
+    flight then fail now, instead of each waiting out its timeout for an answer that
+    cannot come.
+    """
+
+    def __init__(
+        self, inner: Any, on_end: Callable[[], None], on_violation: Callable[[str], None], sent: _WatchedWrite
+    ) -> None:
+        from mcp_types import JSONRPCError, JSONRPCResponse
+
         self._inner = inner
         self._on_end = on_end
+        self._on_violation = on_violation
+        self._sent = sent
+        self._answers = (JSONRPCResponse, JSONRPCError)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     async def receive(self) -> Any:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._on_end()
             raise
+        problem = self._violation(item)
+        if problem is not None:
+            self._on_violation(problem)
+            raise anyio.EndOfStream
+        _complete_by_default(item)
+        return item
+
+    def _violation(self, item: Any) -> str | None:
+        if isinstance(item, ValueError):  # a line or a body that is not a JSON-RPC message
+            return f"the server sent a message that is not JSON-RPC: {_what_was_wrong(item)}"
+        message: Any = getattr(item, "message", None)
+        if type(message) not in self._answers:
+            return None
+        request_id = message.id
+        if request_id is None:
+            return f"the server refused a message: {message.error.message} (code {message.error.code})"
+        if type(request_id) is not int or request_id > self._sent.highest_id:
+            return f"the server answered request id {request_id!r}, which was never sent"
+        return None
 
     def __aiter__(self) -> _WatchedRead:
         return self
@@ -120,12 +188,28 @@ class _WatchedRead:
         await self.aclose()
 
 
+def _complete_by_default(item: Any) -> None:
+    """A result without ``resultType`` is a complete one (2026-07-28, SEP-2322): say so for the SDK.
+
+    The SDK validates 2026-era results against a schema that requires the field, so a
+    server that leaves it out (as the specification allows) would fail every call.
+    """
+    from mcp_types import JSONRPCResponse
+
+    message = getattr(item, "message", None)
+    if isinstance(message, JSONRPCResponse) and "resultType" not in message.result:
+        message.result["resultType"] = "complete"
+
+
 @contextlib.asynccontextmanager
 async def _watched(
-    transport: contextlib.AbstractAsyncContextManager[TransportStreams], on_end: Callable[[], None]
+    transport: contextlib.AbstractAsyncContextManager[TransportStreams],
+    on_end: Callable[[], None],
+    on_violation: Callable[[str], None],
 ) -> AsyncIterator[Any]:
     async with transport as (read, write):
-        yield _WatchedRead(read, on_end), write
+        sent = _WatchedWrite(write)
+        yield _WatchedRead(read, on_end, on_violation, sent), sent
 
 
 class ServerConnection:
@@ -154,6 +238,9 @@ class ServerConnection:
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._lost_reason = "connection lost"
+        self.violation: str | None = None
+        """How the server broke the protocol, once it has (the connection is then lost)."""
+        self._attempts = 0
         self._probe_now = anyio.Event()
         self._stale: set[str] = set()
         self._stale_event = anyio.Event()
@@ -163,6 +250,7 @@ class ServerConnection:
         self._relisten = anyio.Event()
         self._listened_with: frozenset[str] | None = None
         self._listen_changed = anyio.Event()
+        self._auth: Any = None
 
     # -- timing -------------------------------------------------------------------------
 
@@ -346,6 +434,8 @@ class ServerConnection:
                 await inner.enter_async_context(client)
             except Exception as exc:
                 await inner.aclose()
+                # The refused attempt's stream ended; that says nothing about the next one.
+                self._lost = anyio.Event()
                 leaf = _leaf(exc)
                 if isinstance(leaf, ConfigError):
                     raise leaf from None
@@ -359,10 +449,14 @@ class ServerConnection:
 
     def _make_client(self, kind: str) -> Client:
         from mcp.client import Client
+        from mcp.client.extension import advertise
+
+        from toolkernel.client._skills import SKILLS_EXTENSION
+        from toolkernel.client._tasks import extension as tasks_extension
 
         owner = self.owner
         return Client(
-            _watched(self._open_transport(kind), self._on_stream_end),
+            _watched(self._open_transport(kind), self._stream_end_callback(), self._on_violation),
             mode=self.config.protocol,
             read_timeout_seconds=owner.config.policy.max_timeout + 5,
             sampling_callback=self._sampling if owner._sampling_handler else None,
@@ -371,6 +465,7 @@ class ServerConnection:
             logging_callback=self._logging,
             message_handler=self._on_message,
             client_info=owner._client_info,
+            extensions=[advertise(SKILLS_EXTENSION), tasks_extension()],
             cache=None,
         )
 
@@ -384,20 +479,60 @@ class ServerConnection:
                 env=config.env,
                 cwd=config.cwd,
                 connect_timeout=self.connect_timeout,
-                extra={"stderr": "devnull"} if config.stderr == "devnull" else {},
+                extra={
+                    "exit_grace_s": config.exit_grace,
+                    **({"stderr": "devnull"} if config.stderr == "devnull" else {}),
+                },
             )
             return kernel.client_transport([config.command, *config.args], options, name="stdio")
         options = ClientTransportOptions(
             headers=config.headers,
             connect_timeout=self.connect_timeout,
             read_timeout=config.sse_read_timeout,
-            extra={"transport": kind, "auth": self.owner._auth.get(self.name)},
+            extra={"transport": kind, "auth": self._http_auth()},
         )
         try:
             name = kernel.client_transports.for_target(config.url)
         except LookupError as exc:
             raise ConfigError(str(exc)) from None
         return kernel.client_transport(config.url, options, name=name)
+
+    def _on_violation(self, problem: str) -> None:
+        """The server broke the protocol: the connection is lost, and requests in flight say why."""
+        self.violation = problem
+        self._lost_reason = problem
+        self.report_lost(problem)
+
+    def _http_auth(self) -> Any:
+        """The ``httpx2.Auth`` for this server: the one passed to the client, else one built once
+        from the config's ``auth`` table by the plugin registered for its ``type``."""
+        given = self.owner._auth.get(self.name)
+        config = self.config
+        if given is not None or not isinstance(config, HTTPServerConfig) or config.auth is None:
+            return given
+        if self._auth is None:
+            kind = str(config.auth.get("type", ""))
+            try:
+                factory = self.owner.kernel.client_auth.get(kind)
+            except LookupError as exc:
+                hint = " (pip install toolkernel-oauth)" if kind == "oauth" else ""
+                raise ConfigError(f"servers.{self.name}.auth: {exc}{hint}") from None
+            try:
+                self._auth = factory(config.url, dict(config.auth))
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"servers.{self.name}.auth: {exc}") from None
+        return self._auth
+
+    def _stream_end_callback(self) -> Callable[[], None]:
+        """What the end of this attempt's stream does: nothing once a later attempt has started."""
+        self._attempts += 1
+        attempt = self._attempts
+
+        def on_end() -> None:
+            if attempt == self._attempts:
+                self._on_stream_end()
+
+        return on_end
 
     def _on_stream_end(self) -> None:
         self.report_lost("the server closed the connection")
@@ -414,14 +549,14 @@ class ServerConnection:
             raw = await client.session.send_discover(self.config.protocol)
             caps = types.DiscoverResult.model_validate(raw, by_name=False).capabilities
         self.capabilities = caps
-        self.tools = await _paged(client.list_tools, "tools") if caps.tools is not None else []
+        self.tools = await paged(client.list_tools, "tools") if caps.tools is not None else []
         if caps.prompts is not None:
-            self.prompts = await _paged(client.list_prompts, "prompts")
+            self.prompts = await paged(client.list_prompts, "prompts")
         else:
             self.prompts = []
         if caps.resources is not None:
-            self.resources = await _paged(client.list_resources, "resources")
-            self.resource_templates = await _paged(client.list_resource_templates, "resource_templates")
+            self.resources = await paged(client.list_resources, "resources")
+            self.resource_templates = await paged(client.list_resource_templates, "resource_templates")
         else:
             self.resources, self.resource_templates = [], []
         with warnings.catch_warnings():
@@ -468,22 +603,28 @@ class ServerConnection:
     async def _listener(self, client: Client) -> None:
         """Keep a ``subscriptions/listen`` stream open (2026-07-28): list changes and resource updates.
 
-        Re-opened when the subscriptions change; its events are handled here, not in
-        :meth:`_on_message` (the SDK passes only some of them on as notifications).
+        Opened only for what the server announces (``listChanged`` flags, ``subscribe``
+        with URIs to watch); with nothing to listen to, or a server that does not know
+        the method, it waits until the subscriptions change. Re-opened when they do;
+        its events are handled here, not in :meth:`_on_message` (the SDK passes only
+        some of them on as notifications).
         """
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import METHOD_NOT_FOUND
+
         caps = self.capabilities or client.server_capabilities
         while True:
             self._relisten = anyio.Event()
             uris = frozenset(self.subscriptions)
+            wanted = _listen_flags(caps, uris)
+            if not any(wanted.values()):
+                self._mark_listening(uris)
+                await self._relisten.wait()
+                continue
             scope = anyio.CancelScope(deadline=anyio.current_time() + self.timeout)
             try:
                 with scope:
-                    async with client.listen(
-                        tools_list_changed=caps.tools is not None,
-                        prompts_list_changed=caps.prompts is not None,
-                        resources_list_changed=caps.resources is not None,
-                        resource_subscriptions=sorted(uris),
-                    ) as subscription:
+                    async with client.listen(**wanted) as subscription:
                         scope.deadline = math.inf
                         self._mark_listening(uris)
                         async with anyio.create_task_group() as tg:
@@ -498,6 +639,15 @@ class ServerConnection:
                             tg.cancel_scope.cancel()
                 if scope.cancelled_caught:
                     _log.warning("subscriptions/listen was not acknowledged in time", server=self.name)
+            except MCPError as exc:
+                self._mark_listening(None)
+                if exc.code != METHOD_NOT_FOUND:
+                    _log.warning("subscriptions/listen failed", server=self.name, error=_describe(exc))
+                    with anyio.move_on_after(1.0):
+                        await self._relisten.wait()
+                    continue
+                _log.info("the server does not support subscriptions/listen", server=self.name)
+                await self._relisten.wait()
             except Exception as exc:
                 _log.warning("subscriptions/listen failed", server=self.name, error=_describe(exc))
                 self._mark_listening(None)
@@ -557,15 +707,15 @@ class ServerConnection:
             try:
                 with anyio.fail_after(self.timeout):
                     if "tools" in stale:
-                        self.tools = await _paged(client.list_tools, "tools")
+                        self.tools = await paged(client.list_tools, "tools")
                         self.owner._post("tools_changed", self.name)
                         self.owner._post("tool_list_changed", self.name)
                     if "prompts" in stale:
-                        self.prompts = await _paged(client.list_prompts, "prompts")
+                        self.prompts = await paged(client.list_prompts, "prompts")
                         self.owner._post("prompt_list_changed", self.name)
                     if "resources" in stale:
-                        self.resources = await _paged(client.list_resources, "resources")
-                        self.resource_templates = await _paged(
+                        self.resources = await paged(client.list_resources, "resources")
+                        self.resource_templates = await paged(
                             client.list_resource_templates, "resource_templates"
                         )
                         self.owner._post("resource_list_changed", self.name)
@@ -676,20 +826,20 @@ class ServerConnection:
         if cancelled_by_user:
             raise MCPClientError(self.name, f"{what} was cancelled (run id {token})", REQUEST_CANCELLED)
         elapsed = anyio.current_time() - start
-        raise MCPClientError(self.name, f"{what} timed out after {elapsed:.1f}s", REQUEST_TIMEOUT)
+        raise RequestTimeout(self.name, f"{what} timed out after {elapsed:.1f}s", REQUEST_TIMEOUT)
 
     def _translate(self, exc: Exception, what: str) -> MCPClientError:
         from mcp.shared.exceptions import MCPError
         from pydantic import ValidationError
 
-        if isinstance(exc, MCPError):
-            if exc.code == CONNECTION_CLOSED:
-                self.report_lost("the connection closed during a request")
-                return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
-            return MCPClientError(self.name, f"{what}: {exc.message}", exc.code)
-        if isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream):
+        closed = isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError | anyio.EndOfStream)
+        if (isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED) or closed:
+            if self.violation is not None:
+                return ProtocolError(self.name, f"{what}: {self.violation}", CONNECTION_CLOSED)
             self.report_lost("the connection closed during a request")
             return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
+        if isinstance(exc, MCPError):
+            return MCPClientError(self.name, f"{what}: {exc.message}", exc.code)
         if isinstance(exc, RuntimeError) and "async context manager" in str(exc):
             return MCPClientError(self.name, f"{what}: connection closed", CONNECTION_CLOSED)
         if isinstance(exc, ValidationError):
@@ -697,16 +847,39 @@ class ServerConnection:
         return MCPClientError(self.name, f"{what}: {_describe(exc)}")
 
 
-async def _paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+async def paged(fetch: Callable[..., Awaitable[Any]], attr: str) -> list[Any]:
+    """Every item of a paginated list: ``fetch(cursor=...)`` again while a ``nextCursor`` comes back."""
     items: list[Any] = []
     cursor: str | None = None
+    seen: set[str] = set()
     for _ in range(_PAGE_CAP):
         page = await fetch(cursor=cursor)
         items.extend(getattr(page, attr))
         cursor = page.next_cursor
         if not cursor:
-            break
+            return items
+        if cursor in seen:
+            _log.warning("a list repeated its nextCursor; stopped there", list=attr, cursor=cursor)
+            return items
+        seen.add(cursor)
+    _log.warning("a list had more pages than the client follows; stopped", list=attr, pages=_PAGE_CAP)
     return items
+
+
+def _listen_flags(caps: types.ServerCapabilities, uris: frozenset[str]) -> dict[str, Any]:
+    """The ``client.listen`` arguments for what ``caps`` announce (all false: nothing to listen to)."""
+    resources = caps.resources
+    return {
+        "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+        "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+        "resources_list_changed": bool(resources and resources.list_changed),
+        "resource_subscriptions": sorted(uris) if resources and resources.subscribe else [],
+    }
+
+
+def supports_subscribe(caps: types.ServerCapabilities | None) -> bool:
+    """Whether the server announced ``resources.subscribe``."""
+    return bool(caps and caps.resources and caps.resources.subscribe)
 
 
 def _deprecation() -> type[Warning]:
@@ -714,6 +887,20 @@ def _deprecation() -> type[Warning]:
     from mcp.shared.exceptions import MCPDeprecationWarning
 
     return MCPDeprecationWarning
+
+
+def _what_was_wrong(exc: ValueError) -> str:
+    """The first problem of a refused message, with the start of what was sent when there is one."""
+    from pydantic import ValidationError
+
+    if not isinstance(exc, ValidationError):
+        return str(exc)[:200] or type(exc).__name__
+    first = exc.errors(include_url=False)[0]
+    sent = first.get("input")
+    shown = (
+        f" in {bytes(sent[:80]) if isinstance(sent, bytes | bytearray) else str(sent)[:80]!r}" if sent else ""
+    )
+    return f"{first['msg']}{shown}"
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -14,6 +14,22 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from toolkernel.errors import ConfigError
 
+__all__ = [
+    "ContentKind",
+    "DEFAULT_OUTPUT_HANDLING",
+    "Destination",
+    "HTTPServerConfig",
+    "MCPClientConfig",
+    "ReliabilityPolicy",
+    "RestartPolicy",
+    "ServerConfig",
+    "StdioServerConfig",
+    "check_server_name",
+    "format_errors",
+    "validate_config",
+    "validate_server",
+]
+
 ContentKind = Literal["text", "image", "audio", "resource", "resource_link"]
 Destination = Literal["content", "artifact"]
 
@@ -103,6 +119,11 @@ class StdioServerConfig(_ServerBase):
     env: dict[str, str] | None = Field(None, description="Extra environment variables (added to ours).")
     cwd: str | None = Field(None, description="Working directory.")
     stderr: Literal["inherit", "devnull"] = Field("inherit", description="Where the server's stderr goes.")
+    exit_grace: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds the server gets to exit once its stdin is closed, before it is terminated.",
+    )
 
     @property
     def kind(self) -> Literal["stdio", "http"]:
@@ -118,6 +139,18 @@ class HTTPServerConfig(_ServerBase):
         "auto", description="auto: Streamable HTTP, falling back to legacy SSE."
     )
     sse_read_timeout: float = Field(300.0, gt=0, description="Seconds an SSE stream may stay silent.")
+    auth: dict[str, Any] | None = Field(
+        None,
+        description="How to authorize: {type: oauth, ...} (toolkernel-oauth) or another registered "
+        "client auth type; the plugin validates the rest.",
+    )
+
+    @field_validator("auth")
+    @classmethod
+    def _check_auth(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not isinstance(value.get("type"), str):
+            raise ValueError("needs a `type`, e.g. {type: oauth}")
+        return value
 
     @field_validator("url")
     @classmethod

@@ -19,6 +19,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import anyio.to_thread
 
+__all__ = [
+    "MemoryServerStore",
+    "ServerStore",
+    "SqliteServerStore",
+    "default_store_path",
+]
+
 
 @runtime_checkable
 class ServerStore(Protocol):

@@ -1,6 +1,7 @@
 """Testing kit for toolkernel and its plugins: a pytest plugin plus helpers.
 
-Enable it with ``-p toolkernel.testing`` or ``pytest_plugins = ["toolkernel.testing"]``.
+Install it with ``pip install 'toolkernel[test]'``; enable it with ``-p toolkernel.testing``
+or ``pytest_plugins = ["toolkernel.testing"]`` in a top-level ``conftest.py``.
 Fixtures: ``kernel`` (a fresh kernel with only the built-ins), ``kernel_with``
 (the same plus given plugins), ``spans`` (spans recorded in memory), ``log_events``
 (structlog events captured as dicts) and ``anyio_backend`` (asyncio). Helpers:
@@ -16,7 +17,12 @@ import shlex
 from collections.abc import AsyncIterator, Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "toolkernel.testing needs pytest: pip install 'toolkernel[test]'", name=exc.name
+    ) from exc
 
 from toolkernel.errors import ConfigError, MCPClientError
 

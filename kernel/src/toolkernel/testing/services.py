@@ -23,6 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+__all__ = [
+    "ChromaService",
+    "LOG_TAIL_LINES",
+    "PostgresService",
+    "ServiceStartError",
+    "chroma_server",
+    "free_port",
+    "log_tail",
+    "postgres_server",
+]
+
 LOG_TAIL_LINES = 40
 """How many lines of a server's log a start-up failure shows."""
 

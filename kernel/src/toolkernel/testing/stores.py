@@ -15,12 +15,14 @@ Usage, in a plugin's test module (unique file name, e.g. ``tests/test_mystore_st
 Every test uses fresh, uniquely named indexes and deletes them afterwards, so a store backed
 by a shared server works. The kit checks behaviour, not class names: CRUD, every metric
 against exact numpy search, every filter operator the store claims (expected results from
-:func:`toolkernel.filters.matches`) and that every other operator raises
+:func:`toolkernel.filters.matches`, on fixed records and on records and filters hypothesis
+generates: list, missing and mixed-type fields) and that every other operator raises
 :class:`~toolkernel.vectors.UnsupportedFilterError`, a 10k-vector batch, concurrent writers
 and readers, unicode, empty results and bad input.
 
 Tests run on anyio's pytest plugin (``@pytest.mark.anyio``) with the asyncio backend. This
-module imports numpy; only test code imports it, never the kernel.
+module imports numpy and hypothesis (``pip install 'toolkernel[test]'``); only test code
+imports it, never the kernel.
 """
 
 from __future__ import annotations
@@ -32,10 +34,18 @@ from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
 import anyio
-import numpy as np
 import pytest
 
-from toolkernel.filters import ALL_OPERATORS, matches, parse_filter
+try:
+    import numpy as np
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"toolkernel.testing.stores needs {exc.name}: pip install 'toolkernel[test]'", name=exc.name
+    ) from exc
+
+from toolkernel.filters import ALL_OPERATORS, Condition, Node, matches, parse_filter
 from toolkernel.vectors import (
     METRICS,
     IndexExistsError,
@@ -48,20 +58,44 @@ from toolkernel.vectors import (
     VectorStore,
 )
 
+__all__ = [
+    "FILTER_CASES",
+    "FILTER_RECORDS",
+    "SOLE_OPERATOR_FILTERS",
+    "VectorStoreContract",
+    "exact_scores",
+]
+
 # Records the filter tests search: scalar, list, boolean, unicode and missing fields.
+# ``scores`` holds lists of numbers: a range holds if *any* element satisfies it.
 FILTER_RECORDS: list[dict[str, Any]] = [
-    {"color": "red", "price": 1.5, "qty": 1, "tags": ["a", "b"], "active": True, "name": "alpha"},
-    {"color": "red", "price": 2.5, "qty": 2, "tags": ["b"], "active": False, "name": "Älpha"},
+    {
+        "color": "red",
+        "price": 1.5,
+        "qty": 1,
+        "tags": ["a", "b"],
+        "active": True,
+        "name": "alpha",
+        "scores": [1, 9],
+    },
+    {"color": "red", "price": 2.5, "qty": 2, "tags": ["b"], "active": False, "name": "Älpha", "scores": [5]},
     {"color": "blue", "price": 3.5, "qty": 3, "tags": ["a", "c"], "active": True, "name": "beta"},
-    {"color": "blue", "price": 10.0, "qty": 4, "tags": ["c"], "name": "gamma"},
+    {"color": "blue", "price": 10.0, "qty": 4, "tags": ["c"], "name": "gamma", "scores": [3, 4, 12]},
     {"color": "green", "price": 0.25, "qty": 5, "active": False, "name": "alphabet"},
-    {"color": "green", "qty": 6, "tags": ["a", "b", "c"], "active": True, "name": "δέλτα"},
+    {
+        "color": "green",
+        "qty": 6,
+        "tags": ["a", "b", "c"],
+        "active": True,
+        "name": "δέλτα",
+        "scores": [0.5, 7],
+    },
     {"color": "紫", "price": 7.75, "qty": 7, "tags": ["z"], "active": True},
-    {"price": 5.0, "qty": 8, "tags": ["b", "z"], "active": False, "name": "epsilon"},
+    {"price": 5.0, "qty": 8, "tags": ["b", "z"], "active": False, "name": "epsilon", "scores": [6.5]},
     {"color": "red", "price": 5.0, "qty": 9, "active": True, "name": "al"},
     {"color": "blue", "price": 12.0, "tags": ["a"], "active": False, "name": "zeta"},
     {},
-    {"color": "green", "price": -3.0, "qty": 0, "tags": ["b", "c"], "name": "eta"},
+    {"color": "green", "price": -3.0, "qty": 0, "tags": ["b", "c"], "name": "eta", "scores": [2, 2]},
 ]
 
 # Filters per operator; a case is run only if the store claims every operator it uses.
@@ -76,10 +110,25 @@ FILTER_CASES: dict[str, list[dict[str, Any]]] = {
         {"color": "none-such"},
     ],
     "$ne": [{"color": {"$ne": "red"}}, {"active": {"$ne": True}}, {"tags": {"$ne": "a"}}],
-    "$gt": [{"price": {"$gt": 5.0}}, {"qty": {"$gt": 4}}],
-    "$gte": [{"price": {"$gte": 5.0}}, {"qty": {"$gte": 7}}],
-    "$lt": [{"price": {"$lt": 2.5}}, {"qty": {"$lt": 1}}],
-    "$lte": [{"price": {"$lte": 2.5}}, {"qty": {"$lte": 2}, "price": {"$lte": 100.0}}],
+    "$gt": [
+        {"price": {"$gt": 5.0}},
+        {"qty": {"$gt": 4}},
+        {"scores": {"$gt": 8}},
+        {"name": {"$gt": "epsilon"}},
+    ],
+    "$gte": [
+        {"price": {"$gte": 5.0}},
+        {"qty": {"$gte": 7}},
+        {"scores": {"$gte": 7}},
+        {"name": {"$gte": "eta"}},
+    ],
+    "$lt": [{"price": {"$lt": 2.5}}, {"qty": {"$lt": 1}}, {"scores": {"$lt": 2}}, {"name": {"$lt": "b"}}],
+    "$lte": [
+        {"price": {"$lte": 2.5}},
+        {"qty": {"$lte": 2}, "price": {"$lte": 100.0}},
+        {"scores": {"$lte": 3}},
+        {"name": {"$lte": "al"}},
+    ],
     "$in": [
         {"color": {"$in": ["red", "green"]}},
         {"color": ["blue", "紫"]},
@@ -140,6 +189,73 @@ def exact_scores(metric: Metric, data: np.ndarray, query: np.ndarray) -> np.ndar
     return scores
 
 
+_RANGE_OPERATORS = frozenset({"$gt", "$gte", "$lt", "$lte"})
+
+# What generated records and filters are made of: few keys, so filters hit; halves, so
+# numbers are exact in every store; a small alphabet with an accent and a CJK character,
+# so string order is by code point and every backend can store it.
+_KEYS = ("a", "b", "c")
+_numbers = st.integers(-8, 8).map(lambda i: i / 2 if i % 3 else i // 2)
+_texts = st.text(alphabet="abAB é中", max_size=3)
+_scalars = st.one_of(_numbers, st.booleans(), _texts)
+_values = st.one_of(_scalars, st.lists(_scalars, min_size=1, max_size=3))
+_records = st.lists(st.dictionaries(st.sampled_from(_KEYS), _values, max_size=3), min_size=1, max_size=8)
+_operands: dict[str, st.SearchStrategy[Any]] = {
+    "$eq": _scalars,
+    "$ne": _scalars,
+    "$gt": st.one_of(_numbers, _texts),
+    "$gte": st.one_of(_numbers, _texts),
+    "$lt": st.one_of(_numbers, _texts),
+    "$lte": st.one_of(_numbers, _texts),
+    "$in": st.lists(_scalars, min_size=1, max_size=3),
+    "$nin": st.lists(_scalars, min_size=1, max_size=3),
+    "$all": st.lists(_scalars, min_size=1, max_size=2),
+    "$exists": st.booleans(),
+    "$regex": st.sampled_from(["^a", "b$", "(?i)a", "é", "^$", "中"]),
+}
+
+
+def _condition(op: str) -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(lambda key, operand: {key: {op: operand}}, st.sampled_from(_KEYS), _operands[op])
+
+
+def _filter_using(op: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A filter whose outermost operator is ``op`` (logical ones around field conditions)."""
+    if op in _operands:
+        return _condition(op)
+    inner = st.sampled_from(sorted(_operands)).flatmap(_condition)
+    if op == "$not":
+        return inner.map(lambda condition: {"$not": condition})
+    return st.lists(inner, min_size=1, max_size=2).map(lambda conditions: {op: conditions})
+
+
+# One filter per operator, drawn up front: a test cannot draw while a store call is pending.
+_filters = st.fixed_dictionaries({op: _filter_using(op) for op in sorted(ALL_OPERATORS)})
+
+
+def _kind(value: Any) -> type:
+    return bool if isinstance(value, bool) else str if isinstance(value, str) else float
+
+
+def _one_type_lists(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` with each list cut to the elements of its first element's type."""
+    return [
+        {
+            key: [v for v in value if _kind(v) is _kind(value[0])] if isinstance(value, list) else value
+            for key, value in record.items()
+        }
+        for record in records
+    ]
+
+
+def _string_range(node: Node) -> bool:
+    """Whether ``node`` holds a range operator with a string operand."""
+    if isinstance(node, Condition):
+        return node.op in _RANGE_OPERATORS and isinstance(node.value, str)
+    children = [node.item] if hasattr(node, "item") else list(getattr(node, "items", ()))
+    return any(_string_range(child) for child in children)
+
+
 def _close(a: float, b: float, tol: float) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
 
@@ -161,6 +277,20 @@ class VectorStoreContract:
 
     batch_size: ClassVar[int] = 10_000
     """Vectors written in one ``upsert`` call by :meth:`test_large_batch`."""
+
+    string_ranges: ClassVar[bool] = True
+    """Whether the store evaluates ``$gt``/``$gte``/``$lt``/``$lte`` with string operands.
+
+    A store that cannot sets it to ``False``; the kit then checks that such filters raise
+    :class:`~toolkernel.vectors.UnsupportedFilterError` rather than return a wrong answer.
+    """
+
+    mixed_type_lists: ClassVar[bool] = True
+    """Whether the store keeps lists whose elements differ in type (``[1, "a", True]``).
+
+    A store that cannot sets it to ``False``; the kit then checks that such a list raises
+    :class:`~toolkernel.vectors.VectorInputError` at upsert, and generates no more of them.
+    """
 
     @pytest.fixture
     def anyio_backend(self) -> str:
@@ -308,8 +438,11 @@ class VectorStoreContract:
             await store.delete(index, ids=["p0", "p2", "p3"], filter={"group": {"$eq": "even"}})
             remaining = self.ids_of(await store.query(index, [0.0, 0.0], top_k=10))
             assert sorted(remaining) == ["p4"]
+            # Neither ids nor a filter is a mistake, never "delete everything".
             with pytest.raises(VectorInputError):
                 await store.delete(index)
+            await store.delete(index, ids=[])  # an empty list of ids deletes nothing
+            assert await store.count(index) == 1
 
     # -- metrics -------------------------------------------------------------
 
@@ -364,6 +497,10 @@ class VectorStoreContract:
             for flt in FILTER_CASES[operator]:
                 if not parse_filter(flt).operators() <= claimed:
                     continue
+                if not self.string_ranges and _string_range(parse_filter(flt).root):
+                    with pytest.raises(UnsupportedFilterError):
+                        await self.filtered_ids(store, index, flt)
+                    continue
                 ran += 1
                 expected = {rid for rid, meta in records.items() if matches(flt, meta)}
                 got = await self.filtered_ids(store, index, flt)
@@ -384,6 +521,46 @@ class VectorStoreContract:
             await store.delete(index, filter=flt)
             survivors = {rid for rid, meta in records.items() if not matches(flt, meta)}
             assert await self.filtered_ids(store, index, {}) == survivors
+
+    @settings(
+        max_examples=30,  # one fresh index each
+        derandomize=True,  # the same cases on every run: a plugin's CI never flickers
+        database=None,
+        deadline=None,
+        # No shrinking: each step costs a fresh index on the store, and the failure message
+        # already shows the (small) records and the filter.
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(records=_records, candidates=_filters)
+    async def test_filters_match_the_reference_on_generated_records(
+        self, vector_store: VectorStore, records: list[dict[str, Any]], candidates: dict[str, dict[str, Any]]
+    ) -> None:
+        """Every claimed operator, on generated records with list, missing and mixed-type fields."""
+        store = vector_store
+        claimed = store.supported_filter_operators
+        filters = [flt for flt in candidates.values() if parse_filter(flt).operators() <= claimed]
+        async with self.fresh_index(store, 2, "dot") as index:
+            ids = [f"g{i}" for i in range(len(records))]
+            vectors = [[1.0, float(i)] for i in range(len(records))]
+            if not self.mixed_type_lists and records != _one_type_lists(records):
+                with pytest.raises(VectorInputError):
+                    await store.upsert(index, ids, vectors, metadata=records)
+                records = _one_type_lists(records)
+            await store.upsert(index, ids, vectors, metadata=records)
+            for flt in filters:
+                if not self.string_ranges and _string_range(parse_filter(flt).root):
+                    with pytest.raises(UnsupportedFilterError):
+                        await store.count(index, filter=flt)
+                    continue
+                expected = {rid for rid, meta in zip(ids, records, strict=True) if matches(flt, meta)}
+                hits = await store.query(index, [1.0, 0.0], top_k=len(ids), filter=flt)
+                got = set(self.ids_of(hits))
+                assert got == expected, (
+                    f"filter {flt} on {dict(zip(ids, records, strict=True))}: "
+                    f"missing {sorted(expected - got)}, unexpected {sorted(got - expected)}"
+                )
+                assert await store.count(index, filter=flt) == len(expected), f"count with filter {flt}"
 
     async def test_invalid_filter_is_rejected(self, vector_store: VectorStore) -> None:
         async with self.fresh_index(vector_store, 4) as index:
@@ -502,6 +679,9 @@ class VectorStoreContract:
             nested: list[Any] = [{"k": {"nested": 1}}, {}]  # deliberately not flat
             with pytest.raises(VectorInputError, match=r"metadata\[0\]"):
                 await store.upsert(index, ["a", "b"], ok, metadata=nested)
+            null: list[Any] = [{}, {"k": None}]  # None is not a value: absent keys say "missing"
+            with pytest.raises(VectorInputError, match=r"metadata\[1\]\.k"):
+                await store.upsert(index, ["a", "b"], ok, metadata=null)
             with pytest.raises(VectorInputError):
                 await store.upsert(index, ["a", "b"], [[1.0, 0.0, float("nan")], [0.0, 1.0, 0.0]])
             assert await store.count(index) == 0, "a rejected batch must write nothing"
@@ -525,5 +705,7 @@ class VectorStoreContract:
             await store.count(missing)
         with pytest.raises(IndexNotFoundError):
             await store.delete(missing, ids=["a"])
+        with pytest.raises(IndexNotFoundError):
+            await store.delete(missing)  # the index is checked before the arguments
         with pytest.raises(IndexNotFoundError):
             await store.describe_index(missing)

@@ -54,6 +54,11 @@ def create_store(**options: Any) -> ChromaStore:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"vector store 'chroma': invalid options: {problems}") from None
+    return store_from_settings(settings)
+
+
+def store_from_settings(settings: ChromaSettings) -> ChromaStore:
+    """The store the kernel builds from the validated ``[plugins.chroma]`` settings and call options."""
     from toolkernel_chroma.store import ChromaStore
 
     return ChromaStore(settings)

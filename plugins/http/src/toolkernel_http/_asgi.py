@@ -12,6 +12,7 @@ can run.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -23,17 +24,18 @@ from mcp.server.streamable_http import EventStore
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, State
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from toolkernel.errors import ConfigError
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
-from toolkernel_http._responses import send_error, send_too_large
+from toolkernel_http._responses import screen, send_error, send_refusal, send_too_large
 from toolkernel_http._sessions import SessionTable
 
 if TYPE_CHECKING:
@@ -83,6 +85,7 @@ def asgi_app(
     path: str = "/mcp",
     host: str = "127.0.0.1",
     streamable: bool = True,
+    authenticated: bool = False,
     **overrides: Any,
 ) -> MCPHTTPApp:
     """Build the ASGI app serving ``server`` over Streamable HTTP at ``path``, and legacy SSE.
@@ -94,10 +97,15 @@ def asgi_app(
     :param host: the address the app is reachable at; it decides the default allowed
         Host/Origin values (loopback: ``localhost``, ``127.0.0.1``, ``[::1]`` on any port).
     :param streamable: ``False`` serves only the legacy SSE endpoints.
+    :param authenticated: every request passes authentication before it reaches this app
+        (auth middleware in front of it). Off loopback, the app is built only when this is
+        true, ``allowed_hosts`` is set, or ``insecure`` is on.
+    :raises ConfigError: ``host`` is not loopback and none of those holds.
     """
     opts = options or HTTPServerOptions()
     if overrides:
         opts = HTTPServerOptions.model_validate({**dict(opts), **overrides})
+    check_exposure(opts, host, authenticated=authenticated or opts.auth is not None)
     protocol_server, serving = _resolve(server)
     if opts.stateless and hasattr(protocol_server, "notification_options"):
         # No session, no GET stream: list-changed notifications could never reach a client.
@@ -115,8 +123,16 @@ def asgi_app(
     sessions: SessionTable | None = None
     if not opts.stateless:
         event_store: EventStore | None = None
-        if opts.resumable:
-            event_store = opts.event_store if opts.event_store is not None else InMemoryEventStore()
+        if opts.resumable and not opts.json_response:  # a JSON body can never be resumed
+            event_store = (
+                opts.event_store
+                if opts.event_store is not None
+                else InMemoryEventStore(
+                    max_bytes=opts.event_retention_bytes,
+                    max_session_bytes=opts.session_event_bytes,
+                    max_age_s=opts.event_retention_s,
+                )
+            )
         sessions = SessionTable(
             protocol_server,
             serving,
@@ -125,6 +141,9 @@ def asgi_app(
             retry_ms=opts.retry_ms,
             idle_timeout=opts.session_idle_timeout,
             max_sessions=opts.max_sessions,
+            max_sessions_per_client=opts.max_sessions_per_client,
+            unused_timeout=opts.unused_session_timeout,
+            max_streams_per_session=opts.max_streams_per_session,
             lifespan_state=lambda: manager._lifespan_state,
         )
 
@@ -137,10 +156,14 @@ def asgi_app(
         sse = SseServerTransport(
             opts.messages_path, security_settings=_NO_SDK_CHECKS, max_request_body_size=opts.max_body_bytes
         )
-        legacy = _LegacySSEEndpoint(sse, protocol_server, serving)
+        legacy = _LegacySSEEndpoint(sse, protocol_server, serving, sessions, opts.max_sessions)
+        if sessions is not None:
+            sessions.held_elsewhere = legacy.count
         routes.append(Route(opts.sse_path, endpoint=legacy, methods=["GET"]))
         routes.append(Mount(opts.messages_path, app=sse.handle_post_message))
 
+    if opts.auth is not None:
+        routes = _auth_layer(opts.auth, serving).protect(routes, path=path, serving=serving)
     app.router.routes.extend(routes)
     app.session_manager = manager
     app.sessions = sessions
@@ -153,6 +176,23 @@ def asgi_app(
     app.add_middleware(_Guard, hosts=hosts, origins=origins, max_body_bytes=opts.max_body_bytes)
     app.add_middleware(_JSONRPCErrors)
     return app
+
+
+def _auth_layer(auth: Any, serving: ServingApp | None) -> Any:
+    """What guards the MCP routes: the object given, or toolkernel-oauth's layer for a provider name."""
+    if not isinstance(auth, str):
+        return auth
+    try:
+        from toolkernel_oauth.resource import ResourceServer
+    except ImportError:
+        from toolkernel.errors import ConfigError
+
+        raise ConfigError(f"auth {auth!r} needs toolkernel-oauth: pip install toolkernel-oauth") from None
+    if serving is None:
+        from toolkernel.errors import ConfigError
+
+        raise ConfigError("auth by provider name needs a toolkernel MCPServer (its kernel has the providers)")
+    return ResourceServer.from_kernel(serving.kernel, auth)
 
 
 def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:
@@ -190,6 +230,16 @@ class _StreamableEndpoint:
         self.sse = not manager.json_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.direct and scope["method"] != "POST":
+            # Stateless: every request stands alone, so there is no stream to GET or session to DELETE.
+            await send_error(
+                send,
+                405,
+                "Method Not Allowed: stateless server, POST only",
+                INVALID_REQUEST,
+                [(b"allow", b"POST")],
+            )
+            return
         if not self.state.started:
             await send_error(
                 send,
@@ -215,6 +265,21 @@ class _StreamableEndpoint:
         if self.sessions is not None and _handshake_era(scope):
             await self.sessions.handle(scope, receive, send, body)
             return
+        if version is not None:
+            # Stateless 2025 era, not a request the direct path serves: refuse what is not a
+            # valid message here, as the SDK would take a request with a bad id for a notification.
+            message, refused = screen(body)
+            if message is None:
+                await send_refusal(send, refused)
+                return
+        if (unsupported := _unsupported_version(scope)) is not None:
+            supported = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
+            await send_error(
+                send,
+                400,
+                f"Bad Request: unsupported MCP-Protocol-Version {unsupported!r}; supported: {supported}",
+            )
+            return
         if scope["method"] == "POST":
             receive = _fastpath.replaying(body, receive)
             scope = _trimmed(scope)
@@ -224,17 +289,52 @@ class _StreamableEndpoint:
 class _LegacySSEEndpoint:
     """ASGI endpoint for the legacy SSE stream; each stream is one session through the kernel's hooks."""
 
-    def __init__(self, sse: SseServerTransport, server: Server[Any], serving: ServingApp | None) -> None:
+    def __init__(
+        self,
+        sse: SseServerTransport,
+        server: Server[Any],
+        serving: ServingApp | None,
+        sessions: SessionTable | None,
+        max_sessions: int | None,
+    ) -> None:
         self.sse = sse
         self.server = server
         self.serving = serving
+        self.sessions = sessions
+        self.max_sessions = max_sessions
+        self.open = 0
+
+    def count(self) -> int:
+        """Legacy streams open now: each is a session, counted against ``max_sessions``."""
+        return self.open
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with self.sse.connect_sse(scope, receive, send) as (read, write):
-            if self.serving is not None:
-                await self.serving.run_session(read, write, transport="sse")
-            else:
-                await self.server.run(read, write, self.server.create_initialization_options())
+        stateful = len(self.sessions.sessions) if self.sessions is not None else 0
+        if (
+            self.max_sessions is not None
+            and self.open + stateful >= self.max_sessions
+            and not (self.sessions is not None and self.sessions.reclaim_unused())
+        ):
+            await send_error(send, 503, "Too many open sessions", INTERNAL_ERROR)
+            return
+        self.open += 1
+        try:
+            async with self.sse.connect_sse(scope, receive, send) as (read, write):
+                if self.serving is not None:
+                    await self.serving.run_session(read, write, transport="sse")
+                else:
+                    await self.server.run(read, write, self.server.create_initialization_options())
+        finally:
+            self.open -= 1
+
+
+def _unsupported_version(scope: Scope) -> str | None:
+    """The request's ``MCP-Protocol-Version`` when it names no version this server speaks."""
+    for key, value in scope["headers"]:
+        if key == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+            return None if version in SUPPORTED_PROTOCOL_VERSIONS else version
+    return None
 
 
 _OWS = b" \t"
@@ -258,6 +358,36 @@ def _handshake_era(scope: Scope) -> bool:
     for key, value in scope["headers"]:
         if key == b"mcp-protocol-version":
             return value.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+    return True
+
+
+def check_exposure(opts: HTTPServerOptions, host: str, *, authenticated: bool = False) -> None:
+    """Refuse to serve off loopback unless something stops arbitrary web pages from driving the tools.
+
+    Without ``allowed_hosts`` a wide bind has no Host/Origin check (any page can reach it by
+    DNS rebinding, and CORS allows every origin); without authentication anyone who can
+    reach the address can call the tools. ``authenticated`` is the seam for auth-enabled
+    servers: an app behind auth middleware is safe to expose with the derived checks.
+    """
+    if host in LOOPBACK_HOSTS or authenticated or opts.insecure or not _is_address(host):
+        return  # a name (tools.example.com) is the name clients use: the checks allow it alone
+    if opts.allowed_hosts is not None and opts.dns_rebinding_protection:
+        return
+    raise ConfigError(
+        f"toolkernel-http: refusing to serve on {host!r} with no allowed_hosts and no authentication: "
+        "any web page could reach the tools. Set allowed_hosts to the names clients use "
+        "([plugins.http] allowed_hosts in toolkernel.toml, TOOLKERNEL_HTTP_ALLOWED_HOSTS, or "
+        "asgi_app(allowed_hosts=...)), put authentication in front, or pass --insecure "
+        "(insecure=true) to serve anyway"
+    )
+
+
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is an IP address or a wildcard bind, rather than a name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return host in _WILDCARD_HOSTS
     return True
 
 

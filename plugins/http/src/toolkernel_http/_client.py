@@ -11,7 +11,7 @@ specification's backwards-compatibility section describes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -21,7 +21,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCError, JSONRPCRequest
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCRequest
 from pydantic import ValidationError
 
 from toolkernel.errors import ConfigError
@@ -54,8 +54,8 @@ async def http_client(
         async with connection.sse() as streams:
             yield streams
     elif settings.transport == "streamable":
-        async with connection.client() as client, connection.streamable(client) as streams:
-            yield streams
+        async with connection.client() as client, connection.streamable(client) as (read, write):
+            yield cast("TransportStreams", (_Reworded(read, connection.explain), write))
     else:
         async with connection.auto() as streams:
             yield streams
@@ -70,6 +70,7 @@ class _Connection:
         self.settings = settings
         self.headers = dict(options.headers)
         self.factory: Any = settings.http_client_factory or create_mcp_http_client
+        self.refusal: tuple[int, str] | None = None
 
     def client(self) -> httpx2.AsyncClient:
         """A fresh httpx2 client with the connection's headers, auth and timeouts."""
@@ -77,7 +78,26 @@ class _Connection:
         client: httpx2.AsyncClient = self.factory(
             headers=self.headers, timeout=timeout, auth=self.settings.auth
         )
+        hooks = [*client.event_hooks["response"], self._note_refusal]
+        limit = self.settings.max_json_body_size
+        if limit is not None:
+            hooks.append(_json_body_cap(limit))
+        client.event_hooks = {**client.event_hooks, "response": hooks}
         return client
+
+    async def _note_refusal(self, response: httpx2.Response) -> None:
+        """Remember whether the last POST was refused for want of a token (401) or of scopes (403)."""
+        if response.request.method == "POST":
+            status = response.status_code
+            self.refusal = (
+                (status, response.headers.get("www-authenticate", "")) if status in (401, 403) else None
+            )
+
+    def explain(self, message: SessionMessage | Exception) -> SessionMessage | Exception:
+        """``message``, or the SDK's bare error for a refused POST said in words."""
+        if self.refusal is not None and isinstance(message, SessionMessage):
+            return _explain_refusal(message, *self.refusal, self.url)
+        return message
 
     def streamable(
         self, client: httpx2.AsyncClient
@@ -165,7 +185,7 @@ class _Connection:
         async with client, self.streamable(client) as (read, write):
             await write.send(first)
             if not isinstance(first.message, JSONRPCRequest):
-                await _pump(read, write, outgoing, incoming)
+                await _pump(read, write, outgoing, incoming, self.explain)
                 return None
             reply = await read.receive()
             if (
@@ -175,9 +195,91 @@ class _Connection:
                 and _means_no_streamable_http(statuses[0], first.message.method)
             ):
                 return reply
-            await incoming.send(reply)
-            await _pump(read, write, outgoing, incoming)
+            await incoming.send(self.explain(reply))
+            await _pump(read, write, outgoing, incoming, self.explain)
             return None
+
+
+def _json_body_cap(limit: int) -> Any:
+    """A response hook making a JSON body over ``limit`` bytes fail as it is read, before it is buffered."""
+
+    async def cap(response: httpx2.Response) -> None:
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            response.stream = _CappedStream(response.stream, limit, response.headers.get("content-length"))
+
+    return cap
+
+
+class _CappedStream(httpx2.AsyncByteStream):
+    """A response body that raises ``httpx2.StreamError`` (its request then fails) past ``limit`` bytes."""
+
+    def __init__(self, inner: Any, limit: int, declared: str | None) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._declared = int(declared) if declared is not None and declared.isdigit() else None
+
+    def _refuse(self, size: int) -> httpx2.StreamError:
+        return httpx2.StreamError(
+            f"the server's JSON body is larger than max_json_body_size ({size} > {self._limit} bytes)"
+        )
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._declared is not None and self._declared > self._limit:
+            raise self._refuse(self._declared)
+        seen = 0
+        async for chunk in self._inner:
+            seen += len(chunk)
+            if seen > self._limit:
+                raise self._refuse(seen)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _explain_refusal(reply: SessionMessage, status: int, challenge: str, url: str) -> SessionMessage:
+    """A 401/403 the SDK reports as a bare internal error, said in words: a token is needed."""
+    error = reply.message
+    if status not in (401, 403) or not isinstance(error, JSONRPCError) or error.error.code != INTERNAL_ERROR:
+        return reply
+    needed = "a token" if status == 401 else "a token with more scopes"
+    text = (
+        f"{url} answered HTTP {status}: it needs {needed} ({challenge or 'no WWW-Authenticate'}); "
+        "send one with --header 'Authorization: Bearer TOKEN', or log in with toolkernel-oauth "
+        "(`toolkernel auth login URL`)"
+    )
+    data = ErrorData(code=INVALID_REQUEST, message=text)
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=error.id, error=data))
+
+
+class _Reworded:
+    """A read stream whose messages pass through ``explain`` (every other attribute is the stream's)."""
+
+    def __init__(self, stream: Any, explain: Callable[[Any], Any]) -> None:
+        self._stream = stream
+        self._explain = explain
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def receive(self) -> Any:
+        return self._explain(await self._stream.receive())
+
+    def __aiter__(self) -> _Reworded:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Reworded:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> Any:
+        return await self._stream.__aexit__(*exc)
 
 
 def _means_no_streamable_http(status: int, method: str) -> bool:
@@ -195,8 +297,9 @@ async def _pump(
     write: WriteStream[SessionMessage],
     outgoing: MemoryObjectReceiveStream[SessionMessage],
     incoming: MemoryObjectSendStream[SessionMessage | Exception],
+    explain: Callable[[SessionMessage | Exception], SessionMessage | Exception] | None = None,
 ) -> None:
-    """Relay both ways until either side closes."""
+    """Relay both ways until either side closes (``explain`` may reword what comes back)."""
     async with anyio.create_task_group() as tg:
 
         async def upstream() -> None:
@@ -207,7 +310,7 @@ async def _pump(
         tg.start_soon(upstream)
         try:
             async for message in read:
-                await incoming.send(message)
+                await incoming.send(explain(message) if explain is not None else message)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         tg.cancel_scope.cancel()

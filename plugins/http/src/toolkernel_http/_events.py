@@ -10,55 +10,125 @@ across replicas too, and be able to find an event's stream from its id alone.
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
+import time
 from dataclasses import dataclass
 
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
 
+from toolkernel.wire import encode_message
+
 SCOPE_SEPARATOR = "\x1f"
 """Joins a session id and a request's stream id into the stream id the backing store sees."""
 
 
-@dataclass(frozen=True, slots=True)
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_SESSION_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_AGE_S = 300.0
+_PRIMING_BYTES = 16
+
+
+@dataclass(slots=True)
 class _Event:
     stream_id: StreamId
+    group: str
     seq: int
     message: JSONRPCMessage | None
+    size: int
+    stored_at: float
 
 
 class InMemoryEventStore(EventStore):
-    """Keeps the last ``max_events`` events of all streams in memory; the oldest go first.
+    """Keeps recent events of all streams in memory, bounded by count, bytes, bytes per session and age.
+
+    A session is the part of a stream id before :data:`SCOPE_SEPARATOR` (the whole id when
+    there is none). Past ``max_session_bytes`` a session's own oldest events go, so one
+    session's large results cannot push out everyone else's; past ``max_events`` or
+    ``max_bytes`` the oldest events of all go; events older than ``max_age_s`` go when the
+    next one is stored; :meth:`forget` drops a session's events at once (its end). An
+    event's size is its encoded length, passed by the transport (encoded here otherwise).
 
     Event ids are ``<seq>`` from one counter, so ordering within a stream is numeric
     order. Replays skip priming events (no message) and events a client already saw.
     """
 
-    def __init__(self, max_events: int = 10_000) -> None:
-        if max_events <= 0:
-            raise ValueError("max_events must be positive")
+    def __init__(
+        self,
+        max_events: int = 10_000,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES,
+        max_age_s: float = DEFAULT_MAX_AGE_S,
+    ) -> None:
+        if min(max_events, max_bytes, max_session_bytes) <= 0 or max_age_s <= 0:
+            raise ValueError("max_events, max_bytes, max_session_bytes and max_age_s must be positive")
         self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.max_session_bytes = max_session_bytes
+        self.max_age_s = max_age_s
+        self.bytes = 0
+        """Sizes of the events held, summed."""
         self._counter = itertools.count(1)
-        self._events: OrderedDict[EventId, _Event] = OrderedDict()
-        self._streams: dict[StreamId, OrderedDict[EventId, None]] = {}
+        self._events: dict[EventId, _Event] = {}  # insertion order: oldest first
+        self._streams: dict[StreamId, dict[EventId, None]] = {}
+        self._groups: dict[str, dict[EventId, None]] = {}
+        self._group_bytes: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._events)
 
-    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+    def session_bytes(self, session_id: str) -> int:
+        """Sizes of the events held for ``session_id``, summed."""
+        return self._group_bytes.get(session_id, 0)
+
+    async def store_event(
+        self, stream_id: StreamId, message: JSONRPCMessage | None, size: int | None = None
+    ) -> EventId:
         """Record ``message`` (``None`` for a priming event) on ``stream_id`` and return its id."""
+        if size is None:
+            size = _PRIMING_BYTES if message is None else len(encode_message(message))
         seq = next(self._counter)
         event_id = str(seq)
-        self._events[event_id] = _Event(stream_id, seq, message)
-        self._streams.setdefault(stream_id, OrderedDict())[event_id] = None
-        while len(self._events) > self.max_events:
-            old_id, old = self._events.popitem(last=False)
-            stream = self._streams.get(old.stream_id)
-            if stream is not None:
-                stream.pop(old_id, None)
-                if not stream:
-                    del self._streams[old.stream_id]
+        group = stream_id.partition(SCOPE_SEPARATOR)[0]
+        now = time.monotonic()
+        self._events[event_id] = _Event(stream_id, group, seq, message, size, now)
+        self._streams.setdefault(stream_id, {})[event_id] = None
+        self._groups.setdefault(group, {})[event_id] = None
+        self._group_bytes[group] = self._group_bytes.get(group, 0) + size
+        self.bytes += size
+        while self._group_bytes.get(group, 0) > self.max_session_bytes:
+            self._remove(next(iter(self._groups[group])))
+        oldest_kept = now - self.max_age_s
+        while self._events:
+            head = next(iter(self._events.values()))
+            if (
+                len(self._events) <= self.max_events
+                and self.bytes <= self.max_bytes
+                and head.stored_at > oldest_kept
+            ):
+                break
+            self._remove(str(head.seq))
         return event_id
+
+    def forget(self, session_id: str) -> None:
+        """Drop every event of ``session_id`` (it ended; no client can resume it)."""
+        for event_id in list(self._groups.get(session_id, ())):
+            self._remove(event_id)
+
+    def _remove(self, event_id: EventId) -> None:
+        event = self._events.pop(event_id)
+        self.bytes -= event.size
+        stream = self._streams[event.stream_id]
+        del stream[event_id]
+        if not stream:
+            del self._streams[event.stream_id]
+        group = self._groups[event.group]
+        del group[event_id]
+        if group:
+            self._group_bytes[event.group] -= event.size
+        else:
+            del self._groups[event.group]
+            del self._group_bytes[event.group]
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
@@ -83,11 +153,21 @@ class SessionScopedEventStore(EventStore):
 
     def __init__(self, inner: EventStore, session_id: str) -> None:
         self._inner = inner
+        self._session_id = session_id
         self._prefix = session_id + SCOPE_SEPARATOR
 
-    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
-        """Store under ``<session><US><stream>`` in the shared store."""
+    async def store_event(
+        self, stream_id: StreamId, message: JSONRPCMessage | None, size: int | None = None
+    ) -> EventId:
+        """Store under ``<session><US><stream>`` in the shared store (``size``: the encoded length)."""
+        if isinstance(self._inner, InMemoryEventStore):
+            return await self._inner.store_event(self._prefix + stream_id, message, size)
         return await self._inner.store_event(self._prefix + stream_id, message)
+
+    def release(self) -> None:
+        """Drop the session's events from a shared in-memory store (others keep their own policy)."""
+        if isinstance(self._inner, InMemoryEventStore):
+            self._inner.forget(self._session_id)
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback

@@ -44,6 +44,8 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
+from toolkernel.wire import encode_message
+from toolkernel_http._disconnect import DisconnectWatch
 from toolkernel_http._responses import SSE_HEADERS, send_json, sse_event
 
 logger = logging.getLogger("toolkernel.http")
@@ -151,26 +153,42 @@ async def serve(
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
 
         async def event(message: JSONRPCNotification) -> None:
-            await send({"type": "http.response.body", "body": sse_event(message), "more_body": True})
+            await send(
+                {"type": "http.response.body", "body": sse_event(encode_message(message)), "more_body": True}
+            )
 
         dctx.events = event
     connection = Connection.from_envelope(version, None, None)
-    reply: JSONRPCResponse | JSONRPCError
-    try:
-        result = await serve_one(
-            server, dctx, request.method, request.params, connection=connection, lifespan_state=lifespan_state
-        )
-        reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
-    except Exception as exc:
-        error = handler_exception_to_error_data(exc)
-        if error is None:
-            logger.exception("handler for %r raised", request.method)
-            error = ErrorData(code=0, message=str(exc))
-        reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+    body = b""
+    # The answer goes only to this connection: when the client leaves, stop the handler.
+    handling = anyio.CancelScope()
+
+    async def stop() -> None:
+        handling.cancel()
+
+    with DisconnectWatch(receive, stop), handling:
+        try:
+            result = await serve_one(
+                server,
+                dctx,
+                request.method,
+                request.params,
+                connection=connection,
+                lifespan_state=lifespan_state,
+            )
+            body = encode_message(JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result))
+        except Exception as exc:
+            error = handler_exception_to_error_data(exc)
+            if error is None:
+                logger.exception("handler for %r raised", request.method)
+                error = ErrorData(code=0, message=str(exc))
+            body = encode_message(JSONRPCError(jsonrpc="2.0", id=request.id, error=error))
+    if handling.cancelled_caught:
+        return  # the client is gone: nobody to answer
     if sse:
-        await send({"type": "http.response.body", "body": sse_event(reply), "more_body": False})
+        await send({"type": "http.response.body", "body": sse_event(body), "more_body": False})
     else:
-        await send_json(send, 200, reply.model_dump_json(by_alias=True, exclude_unset=True).encode())
+        await send_json(send, 200, body)
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

@@ -29,6 +29,19 @@ class HTTPServerOptions(BaseModel):
         None,
         description="An mcp EventStore backing resumability; default: an InMemoryEventStore per app.",
     )
+    event_retention_bytes: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description="Bytes of events the default in-memory event store keeps, all sessions together.",
+    )
+    session_event_bytes: int = Field(
+        8 * 1024 * 1024,
+        gt=0,
+        description="Bytes of events the default event store keeps per session (its oldest go first).",
+    )
+    event_retention_s: float = Field(
+        300.0, gt=0, description="Seconds the default event store keeps an event a client may resume from."
+    )
     retry_ms: int | None = Field(
         1000, ge=0, description="SSE `retry` sent in priming events: how long clients wait to reconnect."
     )
@@ -39,6 +52,18 @@ class HTTPServerOptions(BaseModel):
     max_sessions: int | None = Field(
         10_000, gt=0, description="Concurrent stateful sessions before new ones get 503; None: no limit."
     )
+    max_sessions_per_client: int | None = Field(
+        1_000,
+        gt=0,
+        description="Stateful sessions one client (token principal, else address) may hold; one more "
+        "gets 429. None: no limit.",
+    )
+    unused_session_timeout: float | None = Field(
+        60.0,
+        gt=0,
+        description="Seconds a session that has made no request since initialize lives; None: only the "
+        "idle timeout applies.",
+    )
     dns_rebinding_protection: bool = Field(True, description="Check Host and Origin headers (421/403).")
     allowed_hosts: tuple[str, ...] | None = Field(
         None,
@@ -48,14 +73,39 @@ class HTTPServerOptions(BaseModel):
         None,
         description="Origin values accepted; `scheme://name:*`: any port. Default: from the hosts.",
     )
+    insecure: bool = Field(
+        False,
+        description="Serve off loopback with no allowed_hosts and no authentication (any web page "
+        "could drive the tools); `toolkernel serve --insecure`.",
+    )
     cors: bool = Field(
         True,
         description="Answer CORS preflights from the allowed origins and expose Mcp-Session-Id to "
         "browser clients (any origin when Origin is not checked).",
     )
+    auth: Any = Field(
+        None,
+        description="Require a token on the MCP endpoints: the name of a registered auth provider "
+        "(toolkernel-oauth), or an object with protect(routes, path=, serving=) (its ResourceServer).",
+    )
     legacy_sse: bool = Field(True, description="Also serve the 2024-11-05 SSE transport (GET sse_path).")
     sse_path: str = Field("/sse", pattern=r"^/", description="Path of the legacy SSE stream.")
     messages_path: str = Field("/messages/", pattern=r"^/", description="Path legacy SSE clients POST to.")
+    header_timeout_s: float | None = Field(
+        10.0,
+        gt=0,
+        description="Seconds a connection has to send complete request headers (408 after); None: no limit.",
+    )
+    max_connections: int | None = Field(
+        1_000,
+        gt=0,
+        description="Open connections (each GET stream holds one); one more gets 503. None: no limit.",
+    )
+    max_streams_per_session: int | None = Field(
+        100,
+        gt=0,
+        description="Requests in flight plus GET streams one stateful session may hold; one more gets 429.",
+    )
     log_level: str = Field("warning", description="uvicorn's log level when run by the http/sse transports.")
     shutdown_grace_s: int = Field(5, ge=0, description="Seconds open connections get to finish on stop.")
 
@@ -85,4 +135,9 @@ class HTTPClientOptions(BaseModel):
     terminate_on_close: bool = Field(True, description="DELETE the session when the client closes.")
     max_sse_event_size: int | None = Field(
         16 * 1024 * 1024, gt=0, description="Largest SSE event accepted (bytes); None: no limit."
+    )
+    max_json_body_size: int | None = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description="Largest JSON response body accepted (bytes); a bigger one fails its request.",
     )

@@ -5,8 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from mcp_types import INVALID_REQUEST, JSONRPCMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    jsonrpc_message_adapter,
+)
+from pydantic import ValidationError
 from starlette.types import Send
+
+from toolkernel.wire import encode_message, misplaced_id, refusal
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -45,22 +54,44 @@ async def send_error(
     await send_json(send, status, json.dumps(error).encode(), headers)
 
 
+def screen(body: bytes) -> tuple[JSONRPCMessage | None, JSONRPCError | None]:
+    """``body`` as a JSON-RPC message, or else the error answering it (neither: a malformed response).
+
+    A request whose id has a type MCP does not allow validates as a notification; it is
+    refused here, so it is never taken for one.
+    """
+    try:
+        message = jsonrpc_message_adapter.validate_json(body, by_name=False)
+    except ValidationError as exc:
+        return None, refusal(body, exc)
+    if type(message) is JSONRPCNotification and (error := misplaced_id(body)) is not None:
+        return None, error
+    return message, None
+
+
+async def send_refusal(
+    send: Send, error: JSONRPCError | None, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer a POST that is not a valid message: ``400`` with ``error``; ``202`` when none is due."""
+    if error is None:
+        await send_json(send, 202, b"", headers)
+    else:
+        await send_json(send, 400, encode_message(error), headers)
+
+
 async def send_too_large(send: Send, limit: int) -> None:
     """Refuse a body over ``limit`` bytes: 413 with a JSON-RPC error saying the limit."""
     await send_error(send, 413, f"Payload Too Large: the limit is {limit} bytes")
 
 
-def sse_event(
-    message: JSONRPCMessage | None, event_id: str | None = None, retry_ms: int | None = None
-) -> bytes:
-    """One SSE event: a JSON-RPC message (``event: message``), or a priming event when ``None``."""
+def sse_event(data: bytes | None, event_id: str | None = None, retry_ms: int | None = None) -> bytes:
+    """One SSE event: an encoded JSON-RPC message (``event: message``), or a priming event when ``None``."""
     lines = []
-    if message is not None:
+    if data is not None:
         lines.append(b"event: message")
     if event_id is not None:
         lines.append(b"id: " + event_id.encode())
     if retry_ms is not None:
         lines.append(b"retry: %d" % retry_ms)
-    data = b"" if message is None else message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-    lines.append(b"data: " + data)
+    lines.append(b"data: " + (data or b""))
     return b"\n".join(lines) + b"\n\n"

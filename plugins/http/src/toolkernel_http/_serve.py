@@ -44,8 +44,12 @@ class HTTPServerTransport:
         )
         sock = _bind(self.options.host, self.options.port)
         self.port = sock.getsockname()[1]
+        from toolkernel_http._connections import guarded_protocol
+
+        opts = self.http_options
         config = uvicorn.Config(
             asgi,
+            http=guarded_protocol(opts.header_timeout_s, opts.max_connections),
             log_level=self.http_options.log_level,
             lifespan="on",
             timeout_graceful_shutdown=int(self.http_options.shutdown_grace_s),

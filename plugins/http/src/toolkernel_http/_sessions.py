@@ -21,13 +21,12 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 import anyio
-import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
     AuthorizationContext,
@@ -39,23 +38,22 @@ from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
-    INVALID_PARAMS,
-    PARSE_ERROR,
+    INVALID_REQUEST,
     ErrorData,
     JSONRPCError,
-    JSONRPCMessage,
+    JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
-    jsonrpc_message_adapter,
 )
 from mcp_types.version import is_version_at_least
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
+from toolkernel.wire import encode_message
+from toolkernel_http._disconnect import DisconnectWatch
 from toolkernel_http._events import SessionScopedEventStore
-from toolkernel_http._responses import SSE_HEADERS, send_error, send_json, sse_event
+from toolkernel_http._responses import SSE_HEADERS, screen, send_error, send_json, send_refusal, sse_event
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -105,10 +103,10 @@ class _JSONSink:
 
     def __init__(self) -> None:
         self.closed = anyio.Event()
-        self.answer: JSONRPCMessage | None = None
+        self.answer: bytes | None = None
 
-    def deliver(self, message: JSONRPCMessage) -> None:
-        self.answer = message
+    def deliver(self, answer: bytes) -> None:
+        self.answer = answer
         self.closed.set()
 
 
@@ -137,6 +135,15 @@ class _Inbox(ReadStreamBase):
         self._receive.close()
 
 
+class Refused(Exception):
+    """A new session is refused: ``status`` and ``message`` say why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 class SessionGone(Exception):
     """The session ended while a request for it was being taken in."""
 
@@ -147,8 +154,10 @@ class Session(WriteStreamBase):
 
     id: str
     owner: AuthorizationContext | None
+    client: str
+    """Who opened it, for the per-client quota: the token's principal, else the peer address."""
     json_response: bool
-    event_store: EventStore | None
+    event_store: SessionScopedEventStore | None
     retry_ms: int | None
     inbox: _Inbox = field(default_factory=_Inbox)
     sinks: dict[str, _Sink | _JSONSink] = field(default_factory=dict)
@@ -160,6 +169,8 @@ class Session(WriteStreamBase):
     idle_since: float = field(default_factory=time.monotonic)
     terminated: bool = False
     failed_to_open: bool = False
+    proven: bool = False
+    """Made a request after ``initialize`` (or opened its GET stream): a client is using it."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     """Orders storing and writing events against replays, as the SDK's single router task does."""
@@ -183,8 +194,12 @@ class Session(WriteStreamBase):
         else:
             stream = GET_STREAM
         final = stream != GET_STREAM and isinstance(message, JSONRPCResponse | JSONRPCError)
+        # Encode before anything changes: a result that cannot be encoded raises, and the
+        # dispatcher sends its error down the same, still open, stream.
+        data = encode_message(message)
         async with self.lock:
-            event_id = await self.event_store.store_event(stream, message) if self.event_store else None
+            store = self.event_store if not self.terminated else None
+            event_id = await store.store_event(stream, message, len(data)) if store is not None else None
             sink = self.sinks.get(stream)
             if final:
                 self.sinks.pop(stream, None)
@@ -194,9 +209,9 @@ class Session(WriteStreamBase):
                     self.failed_to_open = isinstance(message, JSONRPCError)
             if isinstance(sink, _JSONSink):
                 if final:
-                    sink.deliver(message)
+                    sink.deliver(data)
             elif sink is not None:
-                await sink.write(sse_event(message, event_id), last=final)
+                await sink.write(sse_event(data, event_id), last=final)
                 if sink.closed.is_set():
                     self.sinks.pop(stream, None)
 
@@ -259,6 +274,9 @@ class SessionTable:
         idle_timeout: float | None,
         max_sessions: int | None,
         lifespan_state: Callable[[], Any],
+        unused_timeout: float | None = None,
+        max_sessions_per_client: int | None = None,
+        max_streams_per_session: int | None = None,
     ) -> None:
         self.server = server
         self.serving = serving
@@ -268,7 +286,16 @@ class SessionTable:
         self.idle_timeout = idle_timeout
         self.max_sessions = max_sessions
         self.lifespan_state = lifespan_state
+        self.unused_timeout = unused_timeout
+        self.max_sessions_per_client = max_sessions_per_client
+        self.max_streams_per_session = max_streams_per_session
+        self.held_elsewhere: Callable[[], int] = lambda: 0
+        """Sessions the app holds outside this table (legacy SSE streams), for ``max_sessions``."""
         self.sessions: dict[str, Session] = {}
+        self.unproven: dict[str, Session] = {}
+        """Sessions that have made no request since ``initialize``, oldest first."""
+        self.clients: dict[str, dict[str, Session]] = {}
+        """Each client's sessions, oldest first."""
         self._task_group: anyio.abc.TaskGroup | None = None
 
     @contextlib.asynccontextmanager
@@ -276,7 +303,7 @@ class SessionTable:
         """Run the sessions' loops (and the idle reaper) for the app's lifetime; end them all on exit."""
         async with anyio.create_task_group() as tg:
             self._task_group = tg
-            if self.idle_timeout is not None:
+            if self.idle_timeout is not None or self.unused_timeout is not None:
                 tg.start_soon(self._reap_idle)
             try:
                 yield
@@ -325,19 +352,19 @@ class SessionTable:
             need = "application/json" if self.json_response else "both application/json and text/event-stream"
             await send_error(send, 406, f"Not Acceptable: Client must accept {need}", -32600)
             return
-        try:
-            message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
-        except ValidationError as exc:
-            await send_error(send, 400, f"Validation error: {exc}", INVALID_PARAMS)
+        message, refused = screen(body)
+        if message is None:
+            await send_refusal(send, refused)
             return
-        except ValueError as exc:
-            await send_error(send, 400, f"Parse error: {exc}", PARSE_ERROR)
-            return
-        opening = isinstance(message, JSONRPCRequest) and message.method == "initialize"
-        if opening and session_id is None:
-            session = await self._open(request)
-            if session is None:
-                await send_error(send, 503, "Too many open sessions", INTERNAL_ERROR)
+        opening = (
+            isinstance(message, JSONRPCRequest) and message.method == "initialize" and session_id is None
+        )
+        if opening:
+            try:
+                session = await self._open(request)
+            except Refused as refused:
+                code = INTERNAL_ERROR if refused.status >= 500 else INVALID_REQUEST
+                await send_error(send, refused.status, refused.message, code)
                 return
         elif session_id is None:
             await send_error(send, 400, _MISSING_SESSION)
@@ -355,6 +382,11 @@ class SessionTable:
                 return
             await send_json(send, 202, b"", session.headers)
             return
+        if not session.proven and not opening:
+            self._prove(session)
+        if self.max_streams_per_session is not None and session.in_flight >= self.max_streams_per_session:
+            await self._too_many_streams(session, send, message.id)
+            return
         version = (
             str((message.params or {}).get("protocolVersion", DEFAULT_NEGOTIATED_VERSION))
             if opening
@@ -362,7 +394,7 @@ class SessionTable:
         )
         session.in_flight += 1
         try:
-            await self._serve_request(session, request, message, version, send)
+            await self._serve_request(session, request, message, version, send, opening=opening)
         except SessionGone:
             await send_error(send, 404, _NO_SESSION)
         finally:
@@ -372,23 +404,42 @@ class SessionTable:
             self._terminate(session)  # an initialize that failed leaves no session behind
 
     async def _serve_request(
-        self, session: Session, request: Request, message: JSONRPCRequest, version: str, send: Send
+        self,
+        session: Session,
+        request: Request,
+        message: JSONRPCRequest,
+        version: str,
+        send: Send,
+        *,
+        opening: bool,
     ) -> None:
         stream = str(message.id)
         metadata = self._metadata(session, request, message, stream, version)
-        if message.method == "initialize":
+        if opening:
+            # Only the initialize that opened the session decides its fate; a later one is
+            # refused by the server and leaves the session as it was.
             session.opening = stream
         session.live.add(stream)
+
+        async def abandon() -> None:
+            # The answer can reach no one: cancel the request as its client would have.
+            params = {"requestId": message.id, "reason": "the client disconnected"}
+            cancel = JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=params)
+            with contextlib.suppress(SessionGone):
+                await session.put(
+                    SessionMessage(cancel, metadata=ServerMessageMetadata(request_context=request))
+                )
+
         if self.json_response:
             waiter = _JSONSink()
             session.attach(stream, waiter)
             await session.put(SessionMessage(message, metadata=metadata))
-            await waiter.closed.wait()
+            with DisconnectWatch(request.receive, abandon):
+                await waiter.closed.wait()
             if waiter.answer is None:
                 await send_error(send, 500, "Session terminated before the request completed", INTERNAL_ERROR)
             else:
-                body = waiter.answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
-                await send_json(send, 200, body, session.headers)
+                await send_json(send, 200, waiter.answer, session.headers)
             return
         priming = await session.prime(stream, version)
         await _start_sse(send, session)
@@ -398,7 +449,11 @@ class SessionTable:
         session.attach(stream, sink)
         try:
             await session.put(SessionMessage(message, metadata=metadata))
-            await sink.closed.wait()
+            if session.event_store is None:  # nothing stored to resume from
+                with DisconnectWatch(request.receive, abandon):
+                    await sink.closed.wait()
+            else:
+                await sink.closed.wait()
         finally:
             await sink.end()
 
@@ -448,6 +503,11 @@ class SessionTable:
                 send, 409, "Conflict: Only one SSE stream is allowed per session", -32600, session.headers
             )
             return
+        if not session.proven:
+            self._prove(session)
+        if self.max_streams_per_session is not None and session.in_flight >= self.max_streams_per_session:
+            await self._too_many_streams(session, send, None)
+            return
         await _start_sse(send, session)
         sink = _Sink(send, is_get=True)
         if last_event_id is None:
@@ -471,12 +531,22 @@ class SessionTable:
                         del session.sinks[stream]
             await sink.end()
 
+    async def _too_many_streams(self, session: Session, send: Send, request_id: Any) -> None:
+        message = (
+            f"Too Many Requests: {session.in_flight} requests and streams are open on this session "
+            f"(max_streams_per_session={self.max_streams_per_session})"
+        )
+        error = JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_REQUEST, message=message)
+        )
+        await send_json(send, 429, encode_message(error), session.headers)
+
     async def _resume(self, session: Session, sink: _Sink, last_event_id: str, version: str) -> bool:
         """Replay what came after ``last_event_id``; keep ``sink`` open if its stream is still live."""
         assert session.event_store is not None
 
         async def replay(event: Any) -> None:
-            await sink.write(sse_event(event.message, event.event_id))
+            await sink.write(sse_event(encode_message(event.message), event.event_id))
 
         async with session.lock:
             stream = await session.event_store.replay_events_after(last_event_id, replay)
@@ -495,20 +565,53 @@ class SessionTable:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def _open(self, request: Request) -> Session | None:
+    async def _open(self, request: Request) -> Session:
+        """A new session for ``request``'s client; :class:`Refused` when it may not have one."""
         if self._task_group is None:
             raise RuntimeError("toolkernel-http: the session table is not running")
-        if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
+        owner = _requestor(request.scope)
+        client = _client_key(request.scope, owner)
+        mine = self.clients.get(client, {})
+        quota = self.max_sessions_per_client
+        if quota is not None and len(mine) >= quota and not self._reclaim(mine.values()):
+            raise Refused(
+                429,
+                f"Too Many Requests: this client has {len(mine)} sessions open "
+                f"(max_sessions_per_client={quota}); end one with DELETE",
+            )
+        held = len(self.sessions) + self.held_elsewhere()
+        full = self.max_sessions is not None and held >= self.max_sessions
+        if full and not self.reclaim_unused():
             logger.warning("refusing a new session: %d sessions are open", len(self.sessions))
-            return None
+            raise Refused(503, "Too many open sessions")
         session_id = uuid4().hex
         store = (
             SessionScopedEventStore(self.event_store, session_id) if self.event_store is not None else None
         )
-        session = Session(session_id, _requestor(request.scope), self.json_response, store, self.retry_ms)
+        session = Session(session_id, owner, client, self.json_response, store, self.retry_ms)
         self.sessions[session_id] = session
+        self.unproven[session_id] = session
+        self.clients.setdefault(client, {})[session_id] = session
         await self._task_group.start(self._serve_session, session)
         return session
+
+    def reclaim_unused(self) -> bool:
+        """End the oldest session that never made a second request and is idle; whether there was one."""
+        return self._reclaim(self.unproven.values())
+
+    def _reclaim(self, candidates: Iterable[Session]) -> bool:
+        """End the oldest of ``candidates`` that never made a second request and is idle; whether one was."""
+        for session in candidates:
+            if not session.proven and session.in_flight == 0:
+                logger.info("session %s ends unused to make room for a new one", session.id)
+                self._terminate(session)
+                return True
+        return False
+
+    def _prove(self, session: Session) -> None:
+        """``session`` is in use: from now on only the idle timeout ends it."""
+        session.proven = True
+        self.unproven.pop(session.id, None)
 
     async def _serve_session(self, session: Session, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The session's protocol loop: the SDK's dispatcher, fed by POSTs, writing to ``session``."""
@@ -536,19 +639,33 @@ class SessionTable:
             return
         session.terminated = True
         self.sessions.pop(session.id, None)
+        self.unproven.pop(session.id, None)
+        mine = self.clients.get(session.client)
+        if mine is not None:
+            mine.pop(session.id, None)
+            if not mine:
+                del self.clients[session.client]
         session.scope.cancel()
+        if session.event_store is not None:
+            session.event_store.release()  # nobody can resume an ended session
 
     async def _reap_idle(self) -> None:
-        """End sessions with nothing in flight and no open stream for ``idle_timeout`` seconds."""
-        assert self.idle_timeout is not None
-        timeout = self.idle_timeout
+        """End sessions idle (nothing in flight, no open stream) for ``idle_timeout`` seconds, and
+        sessions that never made a second request for ``unused_timeout`` seconds."""
+        timeouts = [t for t in (self.idle_timeout, self.unused_timeout) if t is not None]
         while True:
-            await anyio.sleep(min(timeout / 4, 30.0))
+            await anyio.sleep(min(min(timeouts) / 4, 30.0))
             now = time.monotonic()
-            for session in list(self.sessions.values()):
-                if session.in_flight == 0 and now - session.idle_since > timeout:
-                    logger.info("session %s idle timeout", session.id)
-                    self._terminate(session)
+            if self.unused_timeout is not None:
+                for session in list(self.unproven.values()):
+                    if session.in_flight == 0 and now - session.idle_since > self.unused_timeout:
+                        logger.info("session %s unused: closed", session.id)
+                        self._terminate(session)
+            if self.idle_timeout is not None:
+                for session in list(self.sessions.values()):
+                    if session.in_flight == 0 and now - session.idle_since > self.idle_timeout:
+                        logger.info("session %s idle timeout", session.id)
+                        self._terminate(session)
 
 
 async def _start_sse(send: Send, session: Session) -> None:
@@ -565,6 +682,14 @@ async def _until_disconnected(receive: Receive, scope: anyio.CancelScope) -> Non
     while (await receive())["type"] != "http.disconnect":
         pass
     scope.cancel()
+
+
+def _client_key(scope: Scope, owner: AuthorizationContext | None) -> str:
+    """Whom a session is counted against: the token's principal when there is one, else the peer address."""
+    if owner is not None:
+        return f"principal:{owner['issuer']}|{owner['subject'] or owner['client_id']}"
+    peer = scope.get("client")
+    return f"address:{peer[0] if peer else '?'}"
 
 
 def _requestor(scope: Scope) -> AuthorizationContext | None:

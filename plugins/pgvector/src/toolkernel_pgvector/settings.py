@@ -69,6 +69,11 @@ def create_store(**options: Any) -> PgVectorStore:
             f"{'.'.join(str(p) for p in e['loc']) or 'options'}: {e['msg']}" for e in exc.errors()
         )
         raise ConfigError(f"vector store 'pgvector': invalid options: {problems}") from None
+    return store_from_settings(settings)
+
+
+def store_from_settings(settings: PgVectorSettings) -> PgVectorStore:
+    """The store the kernel builds from the validated ``[plugins.pgvector]`` settings and call options."""
     from toolkernel_pgvector.store import PgVectorStore
 
     return PgVectorStore(settings)

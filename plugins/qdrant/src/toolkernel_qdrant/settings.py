@@ -75,6 +75,11 @@ def create_store(**options: Any) -> VectorStore:
             f"{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}" for err in exc.errors()
         )
         raise ConfigError(f"vector store 'qdrant': {problems}") from None
+    return store_from_settings(settings)
+
+
+def store_from_settings(settings: QdrantSettings) -> VectorStore:
+    """The store the kernel builds from the validated ``[plugins.qdrant]`` settings and call options."""
     if settings.resolved_mode == "edge":
         try:
             from toolkernel_qdrant.edge_store import QdrantEdgeStore

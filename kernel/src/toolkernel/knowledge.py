@@ -1,0 +1,150 @@
+"""The knowledge-base extension contract: plugins that keep their own index beside a knowledge base.
+
+A knowledge base (``toolkernel-rag``) chunks, embeds and indexes documents and serves a
+``search`` tool. An extension registered through ``register_kb_extensions`` follows the
+same ingestion and adds to the same server:
+
+* **ingestion** — after each batch of changed documents is stored, the extension receives
+  every chunk of those documents (id, document id, text, metadata, vector) and the ids of
+  deleted documents (:meth:`KBExtension.on_ingest`). Delivery is at least once: a run
+  killed midway delivers the batch again, and a document's chunks always *replace* what
+  the extension held for it. An extension that was disabled for a run (``toolkernel kb
+  ingest --no-<name>``) is caught up on the next run it takes part in.
+* **retrieval** — each name in :attr:`KBExtension.modes` becomes a value of ``search``'s
+  ``mode`` argument; :meth:`KBExtension.retrieve` gets the query, ``top_k``, the effective
+  filter (server-side mandatory filter, the model's filter and the tenant's, already
+  merged) and a way to obtain hybrid seeds, and returns chunk ids with scores, which
+  ``search`` hydrates, reranks if asked and returns.
+* **tools** — :meth:`KBExtension.tools` adds tools to the knowledge base's server.
+
+State the extension persists goes under :attr:`KBContext.directory`, inside the knowledge
+base's own directory, so deleting the knowledge base deletes it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from toolkernel.tools import Tool
+    from toolkernel.vectors import Metadata
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """One stored chunk, as a knowledge base keeps it.
+
+    ``metadata`` is the document's metadata (``path``, ``title``, ``mtime``, front matter…)
+    merged with the chunk's own (``chunk_index``, ``headers``…), the same values the filter
+    language tests. ``vector`` is ``None`` when a caller did not ask for vectors.
+    """
+
+    id: str
+    document_id: str
+    text: str
+    metadata: Metadata
+    vector: list[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChunks:
+    """Every chunk of one new or changed document, in document order."""
+
+    document_id: str
+    chunks: tuple[ChunkRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestBatch:
+    """What one step of ingestion changed: documents (re)written and documents deleted."""
+
+    upserted: tuple[DocumentChunks, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredChunk:
+    """A chunk id and its score under some retrieval mode; higher is better."""
+
+    id: str
+    score: float
+
+
+SeedSource = Callable[[int], Awaitable[list[ScoredChunk]]]
+"""``await seeds(k)``: the ``k`` best chunks by the knowledge base's hybrid retrieval, same filter."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalRequest:
+    """One ``search`` call routed to an extension's mode.
+
+    :param query: the model's query text.
+    :param top_k: how many chunks to return (already over-fetched when a reranker follows).
+    :param filter: the effective Mongo-style filter (mandatory, model and tenant filters
+        joined by ``$and``), or ``None``; every returned chunk must satisfy it.
+    :param seeds: hybrid retrieval under the same filter, for seed-and-expand methods.
+    :param query_vector: the query embedded by the knowledge base's embedder (computed once,
+        on first await).
+    """
+
+    query: str
+    top_k: int
+    filter: Mapping[str, Any] | None
+    seeds: SeedSource
+    query_vector: Callable[[], Awaitable[list[float]]]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class KBContext(Protocol):
+    """What a knowledge base tells an extension when it opens it."""
+
+    @property
+    def name(self) -> str:
+        """The knowledge base's name."""
+
+    @property
+    def directory(self) -> Path:
+        """A directory of this extension's own inside the knowledge base (created on first use)."""
+
+    @property
+    def embedder(self) -> str:
+        """The ``provider/model`` the knowledge base embeds with."""
+
+    @property
+    def dimension(self) -> int:
+        """Length of every chunk vector."""
+
+    async def load_chunks(self, ids: Sequence[str], *, include_vectors: bool = False) -> list[ChunkRecord]:
+        """The stored chunks with these ids, in the order given; unknown ids are left out."""
+
+    def matches(self, filter: Mapping[str, Any] | None, metadata: Mapping[str, Any]) -> bool:
+        """Whether a chunk with ``metadata`` satisfies ``filter`` (``None`` matches everything)."""
+
+
+@runtime_checkable
+class KBExtension(Protocol):
+    """An index of its own, fed by ingestion, queried as extra ``search`` modes."""
+
+    @property
+    def modes(self) -> Collection[str]:
+        """``search`` modes this extension answers (e.g. ``{"graph"}``); may be empty."""
+
+    async def on_ingest(self, batch: IngestBatch) -> None:
+        """Take in a batch of changed and deleted documents (at least once; replace, never append)."""
+
+    async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
+        """The best chunks for ``request`` under ``mode``, best first, at most ``request.top_k``."""
+
+    def tools(self) -> Sequence[Tool]:
+        """Tools to add to the knowledge base's MCP server (may be empty)."""
+
+    async def aclose(self) -> None:
+        """Flush and release what the extension holds open."""
+
+
+KBExtensionFactory = Callable[[KBContext], KBExtension]
+"""``factory(context) -> KBExtension``: what ``register_kb_extensions`` registries hold."""

@@ -1,0 +1,1 @@
+"""GraphRAG for toolkernel knowledge bases: an entity and link graph over chunks, walked by PageRank."""

@@ -1,0 +1,207 @@
+"""The knowledge-base extension: keeps the chunk graph beside a knowledge base and answers
+``search`` with ``mode="graph"`` (entity graph, personalized PageRank) and ``mode="mastra"``
+(Mastra's similarity graph and random walks, for comparison).
+
+Ingestion hands over every chunk of each changed document and the ids of deleted ones; the
+graph replaces what it held for those documents and is written to the extension's directory
+inside the knowledge base after every batch, so a killed run loses nothing the knowledge base
+will not deliver again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
+from toolkernel_graphrag.graph import ChunkGraph, ChunkInput, GraphStateError
+from toolkernel_graphrag.mastra import mastra_query
+from toolkernel_graphrag.settings import GraphSettings, MastraSettings, WalkSettings
+from toolkernel_graphrag.walk import GraphWalker
+
+if TYPE_CHECKING:
+    from toolkernel.entities import EntityExtractor
+    from toolkernel.tools import Tool
+
+log = structlog.get_logger("toolkernel_graphrag")
+
+FILTER_CACHE = 32
+"""Filters whose allowed-chunk masks are kept between queries (a server's mandatory filter repeats)."""
+
+
+def _title(metadata: Mapping[str, Any]) -> str | None:
+    title = metadata.get("title")
+    return str(title) if title else None
+
+
+def _source(metadata: Mapping[str, Any]) -> str | None:
+    for key in ("path", "source", "url"):
+        value = metadata.get(key)
+        if value:
+            return str(value)
+    return None
+
+
+class GraphExtension:
+    """A :class:`~toolkernel.knowledge.KBExtension` holding one knowledge base's chunk graph."""
+
+    modes: Collection[str] = ("graph", "mastra")
+
+    def __init__(
+        self,
+        context: KBContext,
+        extractor: EntityExtractor,
+        settings: GraphSettings | None = None,
+        walk: WalkSettings | None = None,
+        mastra: MastraSettings | None = None,
+    ) -> None:
+        self.context = context
+        self.extractor = extractor
+        self.settings = settings or GraphSettings()
+        self.walk = walk or WalkSettings()
+        self.mastra = mastra or MastraSettings()
+        self._graph: ChunkGraph | None = None
+        self._walker: GraphWalker | None = None
+        self._masks: dict[str, npt.NDArray[np.bool_]] = {}
+        self._lock = anyio.Lock()
+
+    @property
+    def graph(self) -> ChunkGraph:
+        """The graph, read from the knowledge base's directory on first use (empty if none yet)."""
+        if self._graph is None:
+            directory = self.context.directory
+            try:
+                self._graph = ChunkGraph.load(directory, self.settings)
+            except GraphStateError:
+                if (directory / "graph.json").exists():
+                    raise
+                self._graph = ChunkGraph(self.settings)
+            self._walker = GraphWalker(self._graph, self.walk)
+        return self._graph
+
+    @property
+    def walker(self) -> GraphWalker:
+        """The walker over :attr:`graph`."""
+        graph = self.graph
+        assert self._walker is not None
+        assert self._walker.graph is graph
+        return self._walker
+
+    async def on_ingest(self, batch: IngestBatch) -> None:
+        """Replace the chunks of every upserted document, drop deleted documents, save."""
+        records = [chunk for document in batch.upserted for chunk in document.chunks]
+        surfaces = await self.extractor.extract([r.text for r in records]) if records else []
+        chunks = [
+            ChunkInput(
+                id=r.id,
+                document_id=r.document_id,
+                text=r.text,
+                title=_title(r.metadata),
+                source=_source(r.metadata),
+                metadata=dict(r.metadata),
+                vector=r.vector,
+            )
+            for r in records
+        ]
+        replaced = set(batch.deleted) | {d.document_id for d in batch.upserted}
+        async with self._lock:
+            graph = self.graph
+
+            def apply() -> None:
+                graph.apply(chunks, surfaces, delete_documents=replaced)
+                graph.adjacency()
+                graph.save(self.context.directory)
+
+            await anyio.to_thread.run_sync(apply)
+            self.walker.invalidate()
+            self._masks.clear()
+        log.debug("graph updated", chunks=len(graph), entities=graph.entity_count, batch=len(chunks))
+
+    def _allowed(self, filter: Mapping[str, Any] | None) -> npt.NDArray[np.bool_] | None:
+        """Which chunk rows satisfy the effective filter (``None``: all of them)."""
+        if not filter:
+            return None
+        key = json.dumps(filter, sort_keys=True, default=str)
+        mask = self._masks.get(key)
+        if mask is None:
+            graph = self.graph
+            mask = np.array(
+                [
+                    graph.chunk_at(slot) is not None and self.context.matches(filter, graph.metadata(slot))
+                    for slot in range(graph.slot_count)
+                ],
+                dtype=bool,
+            )
+            if len(self._masks) >= FILTER_CACHE:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[key] = mask
+        return mask
+
+    async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
+        """``graph``: seeds and query entities walked by personalized PageRank; ``mastra``: Mastra's walk."""
+        if mode == "mastra":
+            return await self._mastra(request)
+        if mode != "graph":
+            raise ValueError(f"toolkernel-graphrag answers modes graph and mastra, not {mode!r}")
+        seeds = await request.seeds(self.walk.seeds)
+        [surfaces] = await self.extractor.extract([request.query])
+        graph = self.graph
+        entities = [graph.key(s) for s in surfaces]
+        allowed = self._allowed(request.filter)
+        ranked = self.walker.rank([s.id for s in seeds], entities, allowed, request.top_k)
+        return [ScoredChunk(r.chunk_id, r.score) for r in ranked]
+
+    async def _mastra(self, request: RetrievalRequest) -> list[ScoredChunk]:
+        """Mastra's GraphRAG tool: dense top ``top_k`` under the filter, a similarity graph over them,
+        random walks with restart from each (seeded by the query, so repeatable)."""
+        options = MastraSettings.model_validate({**self.mastra.model_dump(), **dict(request.options)})
+        query = np.asarray(await request.query_vector(), dtype=np.float32)
+        graph = self.graph
+        slots, vectors = graph.vectors(self._allowed(request.filter))
+        if not len(slots):
+            return []
+        order = np.argsort(-(vectors @ query), kind="stable")[: request.top_k]
+        hits = mastra_query(
+            vectors[order],
+            query.tolist(),
+            top_k=request.top_k,
+            random_walk_steps=options.random_walk_steps,
+            restart_prob=options.restart_prob,
+            threshold=options.threshold,
+        )
+        return [ScoredChunk(graph.chunk_at(int(slots[order[h.index]])) or "", h.score) for h in hits]
+
+    def tools(self) -> Sequence[Tool]:
+        """No tools of its own: both modes are reached through ``search``."""
+        return []
+
+    async def aclose(self) -> None:
+        """Nothing stays open: the graph is saved after every batch."""
+        self._graph = None
+        self._walker = None
+
+
+def open_graph_extension(context: KBContext) -> GraphExtension:
+    """The ``graph`` extension of a knowledge base, with ``[plugins.graphrag]`` settings and the
+    entity extractor they name.
+
+    The extension factory receives only the knowledge base's context, so settings and
+    extractors are read through a kernel of this process's installed plugins.
+    """
+    from toolkernel import Kernel
+    from toolkernel_graphrag.phrases import PhraseExtractor
+    from toolkernel_graphrag.settings import GraphRAGSettings
+
+    kernel = Kernel()
+    settings = kernel.settings("graphrag")
+    if not isinstance(settings, GraphRAGSettings):
+        settings = GraphRAGSettings()
+    name = settings.build.extractor
+    extractor: EntityExtractor = PhraseExtractor() if name == "phrases" else kernel.entity_extractor(name)
+    return GraphExtension(context, extractor, settings.build, settings.walk, settings.mastra)

@@ -1,0 +1,520 @@
+"""The chunk graph: chunks linked through the entities, titles and links they share, plus weak kNN edges.
+
+Nodes are chunks and entity keys (the HippoRAG 2 shape: passages meet through the entities
+they mention). A chunk is joined to every entity its text names, to its own document's title
+and to the targets of its links; a document is reachable under its id and source path, so a
+link to it and a mention of its title both lead there. Edge weights are the entity's inverse
+document frequency, so an entity every chunk names ("American") links nothing while a rare
+one links strongly. Similarity edges join each chunk to its nearest neighbours by cosine, with
+a small weight: they restate what the vectors know and only break ties.
+
+Every change goes through :meth:`ChunkGraph.apply`, which adds, replaces and removes chunks by
+id; the matrix is then reassembled from per-chunk state, so a graph updated incrementally
+equals, edge for edge, one built from scratch on the same chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from toolkernel_graphrag.links import document_keys, extract_links
+from toolkernel_graphrag.normalise import Normalisation, normalise
+from toolkernel_graphrag.phrases import sub_phrases
+from toolkernel_graphrag.settings import GraphSettings
+
+FORMAT_VERSION = 1
+KEY_MEMO = 1_000_000
+"""Surface forms whose keys are remembered (names repeat across chunks; normalising is the slow part)."""
+SIMILARITY_DECIMALS = 4
+"""Cosine similarities are rounded so that matrix products of any shape give the same kNN lists."""
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+Vectors = npt.NDArray[np.float32]
+
+
+class GraphStateError(RuntimeError):
+    """The persisted graph cannot be read: missing, from another format version, or inconsistent."""
+
+
+@dataclass(frozen=True)
+class ChunkInput:
+    """A chunk as the graph needs it: its text, its document, and what a filter may test."""
+
+    id: str
+    document_id: str
+    text: str
+    title: str | None = None
+    source: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    vector: Sequence[float] | None = None
+
+
+@dataclass
+class _Slot:
+    chunk_id: str
+    document_id: str
+    metadata: dict[str, Any]
+    entities: list[int]
+    titles: list[int]
+
+
+class ChunkGraph:
+    """Chunks and entity keys, kept per chunk so any change reassembles the same matrix."""
+
+    def __init__(self, settings: GraphSettings | None = None) -> None:
+        self.settings = settings or GraphSettings()
+        self._slots: list[_Slot | None] = []
+        self._slot_of: dict[str, int] = {}
+        self._free: list[int] = []
+        self._entity_keys: list[str] = []
+        self._entity_of: dict[str, int] = {}
+        self._df: list[int] = []
+        self._title_df: list[int] = []
+        self._vectors: Vectors | None = None
+        self._knn: IntArray | None = None
+        self._knn_sim: npt.NDArray[np.float32] | None = None
+        self._adjacency: sp.csr_array | None = None
+        self._keys_of: dict[str, tuple[str, ...]] = {}
+        self._key_of: dict[str, str] = {}
+        self._entity_node: IntArray = np.zeros(0, dtype=np.int64)
+        self._postings: sp.csr_array | None = None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    @property
+    def slot_count(self) -> int:
+        """Rows of the chunk part of the matrix (live chunks and free slots)."""
+        return len(self._slots)
+
+    @property
+    def entity_count(self) -> int:
+        """Entity keys that link at least two chunks."""
+        return int(sum(1 for n in self._df if n >= 2))
+
+    def chunk_ids(self) -> list[str]:
+        """Every chunk in the graph, sorted."""
+        return sorted(self._slot_of)
+
+    def chunk_at(self, slot: int) -> str | None:
+        """The chunk id in ``slot``, ``None`` for a free slot."""
+        entry = self._slots[slot]
+        return entry.chunk_id if entry is not None else None
+
+    def slot(self, chunk_id: str) -> int | None:
+        """The row of ``chunk_id``, ``None`` if the graph does not hold it."""
+        return self._slot_of.get(chunk_id)
+
+    def metadata(self, slot: int) -> Mapping[str, Any]:
+        """What a filter tests for the chunk in ``slot``."""
+        entry = self._slots[slot]
+        return entry.metadata if entry is not None else {}
+
+    def entities(self, chunk_id: str) -> list[str]:
+        """The entity keys of a chunk, sorted."""
+        entry = self._slots[self._slot_of[chunk_id]]
+        assert entry is not None
+        return sorted(self._entity_keys[e] for e in entry.entities)
+
+    def entity_node(self, key: str) -> int | None:
+        """The matrix row of an entity key that links two chunks or more, else ``None``."""
+        index = self._entity_of.get(key)
+        if index is None:
+            return None
+        self.adjacency()
+        node = int(self._entity_node[index])
+        return node if node >= 0 else None
+
+    def document_frequency(self, key: str) -> int:
+        """How many chunks name the entity ``key``."""
+        index = self._entity_of.get(key)
+        return 0 if index is None else self._df[index]
+
+    def entity_slots(self, key: str) -> list[int]:
+        """The chunk rows that name the entity ``key`` (any document frequency)."""
+        index = self._entity_of.get(key)
+        if index is None or self._df[index] == 0:
+            return []
+        self.adjacency()
+        assert self._postings is not None
+        start, end = self._postings.indptr[index], self._postings.indptr[index + 1]
+        return sorted(int(s) for s in self._postings.indices[start:end])
+
+    def key(self, surface: str) -> str:
+        """The entity key of a surface form under this graph's normalisation and aliases (memoised)."""
+        found = self._key_of.get(surface)
+        if found is None:
+            found = normalise(surface, self.settings.normalisation, self.settings.alias_keys())
+            if len(self._key_of) < KEY_MEMO:
+                self._key_of[surface] = found
+        return found
+
+    def keys(self, surface: str) -> tuple[str, ...]:
+        """The keys a surface form links under: its own and, with ``subphrases``, those of its
+        shorter runs ("President Richard Nixon" also links as "Richard Nixon"), memoised."""
+        found = self._keys_of.get(surface)
+        if found is None:
+            spans = sub_phrases(surface) if self.settings.subphrases else [surface]
+            found = tuple(dict.fromkeys(k for k in map(self.key, spans) if k))
+            if len(self._keys_of) < KEY_MEMO:
+                self._keys_of[surface] = found
+        return found
+
+    def title_keys(self, title: str) -> tuple[str, ...]:
+        """The keys a document's title answers to: the title, and its head before a comma
+        ("Summerlin, Nevada" is also "Summerlin", the way encyclopaedias disambiguate places)."""
+        heads = [title]
+        if "," in title:
+            heads.append(title.split(",", 1)[0])
+        return tuple(dict.fromkeys(k for k in map(self.key, heads) if k))
+
+    # -- changing --------------------------------------------------------------------------
+
+    def apply(
+        self,
+        upserts: Sequence[ChunkInput] = (),
+        surfaces: Sequence[Sequence[str]] = (),
+        *,
+        delete_chunks: Iterable[str] = (),
+        delete_documents: Iterable[str] = (),
+    ) -> None:
+        """Remove chunks (by id or by document), then add or replace ``upserts``.
+
+        ``surfaces[i]`` are the entity surface forms an extractor found in ``upserts[i]``.
+        A chunk that is already present is replaced, which is how an edited document comes in.
+        """
+        if len(surfaces) != len(upserts):
+            raise ValueError(f"{len(upserts)} chunks but {len(surfaces)} entity lists")
+        documents = set(delete_documents)
+        gone = {cid for cid in delete_chunks if cid in self._slot_of}
+        if documents:
+            gone |= {e.chunk_id for e in self._slots if e is not None and e.document_id in documents}
+        gone |= {c.id for c in upserts if c.id in self._slot_of}
+        freed = sorted(self._slot_of[cid] for cid in gone)
+        for slot in freed:
+            self._release(slot)
+        added = [self._place(chunk, found) for chunk, found in zip(upserts, surfaces, strict=True)]
+        if self.settings.knn > 0 or any(c.vector is not None for c in upserts):
+            self._store_vectors(freed, added, upserts)
+        if self.settings.knn > 0:
+            self._update_neighbours(freed, added)
+        self._adjacency = None
+
+    def _release(self, slot: int) -> None:
+        entry = self._slots[slot]
+        assert entry is not None
+        for e in entry.entities:
+            self._df[e] -= 1
+        for e in entry.titles:
+            self._title_df[e] -= 1
+        del self._slot_of[entry.chunk_id]
+        self._slots[slot] = None
+        self._free.append(slot)
+
+    def _place(self, chunk: ChunkInput, surfaces: Sequence[str]) -> int:
+        keys = {k for surface in surfaces for k in self.keys(surface)}
+        title_keys = self.title_keys(chunk.title) if chunk.title else ()
+        keys.update(title_keys)
+        keys.update(extract_links(chunk.text))
+        keys.update(document_keys(chunk.document_id, chunk.source))
+        entities = sorted(self._entity(k) for k in keys)
+        titles = sorted(self._entity_of[k] for k in set(title_keys))
+        for e in entities:
+            self._df[e] += 1
+        for e in titles:
+            self._title_df[e] += 1
+        self._free.sort()
+        slot = self._free.pop(0) if self._free else len(self._slots)
+        entry = _Slot(chunk.id, chunk.document_id, dict(chunk.metadata), entities, titles)
+        if slot == len(self._slots):
+            self._slots.append(entry)
+        else:
+            self._slots[slot] = entry
+        self._slot_of[chunk.id] = slot
+        return slot
+
+    def _entity(self, key: str) -> int:
+        index = self._entity_of.get(key)
+        if index is None:
+            index = len(self._entity_keys)
+            self._entity_keys.append(key)
+            self._entity_of[key] = index
+            self._df.append(0)
+            self._title_df.append(0)
+        return index
+
+    # -- similarity edges ------------------------------------------------------------------
+
+    def vectors(self, allowed: npt.NDArray[np.bool_] | None = None) -> tuple[IntArray, Vectors]:
+        """The rows of the live chunks (those in ``allowed``) that have vectors, and their unit vectors."""
+        if self._vectors is None:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        live = np.array([e is not None for e in self._slots], dtype=bool)[: self._vectors.shape[0]]
+        if allowed is not None:
+            live &= allowed[: len(live)]
+        slots = np.flatnonzero(live)
+        return slots, self._vectors[slots]
+
+    def _store_vectors(self, freed: list[int], added: list[int], chunks: Sequence[ChunkInput]) -> None:
+        """Keep each chunk's unit vector in its row (similarity edges and Mastra's walk use them)."""
+        missing = [c.id for c in chunks if c.vector is None]
+        if missing:
+            raise ValueError(
+                f"every chunk needs a vector (similarity edges, knn={self.settings.knn}); "
+                f"none for {missing[:3]}"
+            )
+        if self._vectors is None:
+            dimension = len(chunks[0].vector or ())
+            self._vectors = np.zeros((0, dimension), dtype=np.float32)
+        dimension = self._vectors.shape[1]
+        for chunk in chunks:
+            if len(chunk.vector or ()) != dimension:
+                raise ValueError(
+                    f"chunk {chunk.id!r}: vector of dimension {len(chunk.vector or ())}, "
+                    f"the graph holds {dimension}"
+                )
+        grow = len(self._slots) - self._vectors.shape[0]
+        if grow > 0:
+            self._vectors = np.vstack([self._vectors, np.zeros((grow, dimension), dtype=np.float32)])
+        for slot in freed:
+            self._vectors[slot] = 0.0
+        for slot, chunk in zip(added, chunks, strict=True):
+            vector = np.asarray(chunk.vector, dtype=np.float32)
+            norm = float(np.linalg.norm(vector))
+            self._vectors[slot] = vector / norm if norm > 0 else vector
+
+    def _update_neighbours(self, freed: list[int], added: list[int]) -> None:
+        """Keep every live chunk's k nearest neighbours exact after slots were freed and filled."""
+        k = self.settings.knn
+        size = len(self._slots)
+        if self._knn is None or self._knn_sim is None:
+            self._knn = np.full((0, k), -1, dtype=np.int64)
+            self._knn_sim = np.zeros((0, k), dtype=np.float32)
+        grow = size - self._knn.shape[0]
+        if grow > 0:
+            self._knn = np.vstack([self._knn, np.full((grow, k), -1, dtype=np.int64)])
+            self._knn_sim = np.vstack([self._knn_sim, np.zeros((grow, k), dtype=np.float32)])
+        for slot in freed:
+            self._knn[slot] = -1
+            self._knn_sim[slot] = 0.0
+        live = np.array([e is not None for e in self._slots], dtype=bool)
+        changed = set(freed) | set(added)
+        stale = {int(s) for s in np.flatnonzero(np.isin(self._knn, list(changed)).any(axis=1)) if live[s]}
+        # A chunk whose list lost a member is recomputed whole; new chunks too.
+        recompute = sorted((stale | set(added)) & set(np.flatnonzero(live).tolist()))
+        self._recompute_neighbours(recompute, live)
+        # Every other live chunk may only gain a new chunk as a closer neighbour.
+        others = np.flatnonzero(live & ~np.isin(np.arange(size), recompute))
+        if added and len(others):
+            self._merge_new_neighbours(others, np.array(sorted(added), dtype=np.int64))
+
+    def _similarities(self, rows: IntArray, columns: IntArray) -> FloatArray:
+        assert self._vectors is not None
+        sims = (self._vectors[rows] @ self._vectors[columns].T).astype(np.float64)
+        rounded: FloatArray = np.round(sims, SIMILARITY_DECIMALS)
+        return rounded
+
+    def _best(self, candidates: Iterable[tuple[float, int]]) -> list[tuple[float, int]]:
+        """The k best ``(similarity, slot)`` pairs: higher similarity first, then smaller chunk id."""
+        ranked = sorted(candidates, key=lambda pair: (-pair[0], self.chunk_at(pair[1]) or ""))
+        return ranked[: self.settings.knn]
+
+    def _store_neighbours(self, slot: int, best: list[tuple[float, int]]) -> None:
+        assert self._knn is not None
+        assert self._knn_sim is not None
+        self._knn[slot] = -1
+        self._knn_sim[slot] = 0.0
+        for position, (sim, other) in enumerate(best):
+            self._knn[slot, position] = other
+            self._knn_sim[slot, position] = sim
+
+    def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_]) -> None:
+        assert self._vectors is not None
+        k = self.settings.knn
+        columns = np.flatnonzero(live)
+        width = min(k, len(columns) - 1)
+        block = 512
+        for start in range(0, len(rows), block):
+            part = np.array(rows[start : start + block], dtype=np.int64)
+            raw = self._vectors[part] @ self._vectors[columns].T
+            raw[part[:, None] == columns[None, :]] = -np.inf  # not its own neighbour
+            if width <= 0:
+                for slot in part.tolist():
+                    self._store_neighbours(slot, [])
+                continue
+            # Everything within rounding reach of the k-th best raw similarity may make the rounded top k.
+            kth = np.partition(raw, raw.shape[1] - width, axis=1)[:, raw.shape[1] - width]
+            near = raw >= (kth - 2 * 10.0**-SIMILARITY_DECIMALS)[:, None]
+            for i, slot in enumerate(part.tolist()):
+                at = np.flatnonzero(near[i])
+                sims = np.round(raw[i, at].astype(np.float64), SIMILARITY_DECIMALS)
+                self._store_neighbours(
+                    slot, self._best(zip(sims.tolist(), columns[at].tolist(), strict=True))
+                )
+
+    def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:
+        assert self._knn is not None
+        assert self._knn_sim is not None
+        k = self.settings.knn
+        block = 2048
+        for start in range(0, len(rows), block):
+            part = rows[start : start + block]
+            new_sims = self._similarities(part, added)
+            full = self._knn[part, k - 1] >= 0
+            kth = np.where(full, self._knn_sim[part, k - 1].astype(np.float64), -np.inf)
+            touched = np.flatnonzero((new_sims >= kth[:, None]).any(axis=1))
+            for i in touched.tolist():
+                slot = int(part[i])
+                old = [
+                    (float(self._knn_sim[slot, j]), int(self._knn[slot, j]))
+                    for j in range(k)
+                    if self._knn[slot, j] >= 0
+                ]
+                new = [(float(new_sims[i, j]), int(added[j])) for j in range(len(added))]
+                self._store_neighbours(slot, self._best(old + new))
+
+    # -- the matrix ------------------------------------------------------------------------
+
+    def adjacency(self) -> sp.csr_array:
+        """The symmetric weighted adjacency over ``slot_count`` chunk rows then one row per entity key."""
+        if self._adjacency is None:
+            self._adjacency = self._assemble()
+        return self._adjacency
+
+    def _assemble(self) -> sp.csr_array:
+        chunks = len(self._slots)
+        df = np.asarray(self._df, dtype=np.float64)
+        live = max(len(self._slot_of), 1)
+        idf = np.where(df >= 2, np.log(live / np.maximum(df, 1.0)), 0.0)
+        # A title is an explicit reference: a chunk naming another document's title points at it.
+        idf *= np.where(np.asarray(self._title_df) > 0, self.settings.title_weight, 1.0)
+        rows_list, cols_list = [], []
+        for slot, entry in enumerate(self._slots):
+            if entry is not None and entry.entities:
+                rows_list.append(np.full(len(entry.entities), slot, dtype=np.int64))
+                cols_list.append(np.asarray(entry.entities, dtype=np.int64))
+        rows = np.concatenate(rows_list) if rows_list else np.zeros(0, dtype=np.int64)
+        cols = np.concatenate(cols_list) if cols_list else np.zeros(0, dtype=np.int64)
+        self._postings = sp.csr_array(
+            (np.ones(len(rows)), (cols, rows)), shape=(len(self._entity_keys), chunks)
+        )
+        weights = idf[cols]
+        keep = weights > 0
+        # Only entities that link two chunks or more become nodes, numbered after the chunk rows.
+        linking = np.flatnonzero(idf > 0)
+        self._entity_node = np.full(len(self._entity_keys), -1, dtype=np.int64)
+        self._entity_node[linking] = chunks + np.arange(len(linking))
+        size = chunks + len(linking)
+        rows, cols, weights = rows[keep], self._entity_node[cols[keep]], weights[keep]
+        parts_rows, parts_cols, parts_w = [rows, cols], [cols, rows], [weights, weights]
+        if self.settings.knn > 0 and self._knn is not None and self._knn_sim is not None:
+            src = np.repeat(np.arange(self._knn.shape[0]), self._knn.shape[1])
+            dst = self._knn.ravel()
+            sim = self._knn_sim.ravel().astype(np.float64)
+            ok = (dst >= 0) & (sim > 0)
+            src, dst, sim = src[ok], dst[ok], sim[ok] * self.settings.knn_weight
+            knn = sp.coo_array((sim, (src, dst)), shape=(size, size)).tocsr()
+            knn = knn.maximum(knn.T)
+            coo = knn.tocoo()
+            parts_rows.append(coo.row.astype(np.int64))
+            parts_cols.append(coo.col.astype(np.int64))
+            parts_w.append(coo.data)
+        matrix = sp.coo_array(
+            (np.concatenate(parts_w), (np.concatenate(parts_rows), np.concatenate(parts_cols))),
+            shape=(size, size),
+        ).tocsr()
+        matrix.sum_duplicates()
+        return sp.csr_array(matrix)
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def save(self, directory: Path) -> None:
+        """Write the graph under ``directory`` (files replaced atomically, one by one)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {
+            "format": FORMAT_VERSION,
+            "settings": self.settings.graph_identity(),
+            "entities": self._entity_keys,
+            "slots": [
+                None if e is None else [e.chunk_id, e.document_id, e.metadata, e.entities, e.titles]
+                for e in self._slots
+            ],
+        }
+        _atomic_write(directory / "graph.json", json.dumps(state, separators=(",", ":")).encode())
+        if self._vectors is not None:
+            tmp = directory / "vectors.tmp.npz"
+            arrays: dict[str, npt.NDArray[Any]] = {"vectors": self._vectors}
+            if self._knn is not None and self._knn_sim is not None:
+                arrays.update(knn=self._knn, knn_sim=self._knn_sim)
+            with tmp.open("wb") as out:
+                np.savez(out, **arrays)  # type: ignore[arg-type]
+            os.replace(tmp, directory / "vectors.npz")
+
+    @classmethod
+    def load(cls, directory: Path, settings: GraphSettings | None = None) -> ChunkGraph:
+        """Read a graph written by :meth:`save`; the settings must be the ones it was built with."""
+        path = directory / "graph.json"
+        try:
+            state = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise GraphStateError(
+                f"no graph at {path}: ingest the knowledge base with the graph enabled"
+            ) from None
+        except ValueError as error:
+            raise GraphStateError(
+                f"{path} is not a readable graph ({error}); rebuild it by re-ingesting"
+            ) from None
+        if state.get("format") != FORMAT_VERSION:
+            raise GraphStateError(
+                f"{path} has format {state.get('format')}, expected {FORMAT_VERSION}; rebuild it"
+            )
+        graph = cls(settings)
+        if state["settings"] != graph.settings.graph_identity():
+            raise GraphStateError(
+                f"{path} was built with {state['settings']}, not {graph.settings.graph_identity()}; "
+                "rebuild it"
+            )
+        graph._entity_keys = list(state["entities"])
+        graph._entity_of = {k: i for i, k in enumerate(graph._entity_keys)}
+        graph._df = [0] * len(graph._entity_keys)
+        graph._title_df = [0] * len(graph._entity_keys)
+        for slot, raw in enumerate(state["slots"]):
+            if raw is None:
+                graph._slots.append(None)
+                graph._free.append(slot)
+                continue
+            chunk_id, document_id, metadata, entities, titles = raw
+            graph._slots.append(_Slot(chunk_id, document_id, metadata, list(entities), list(titles)))
+            graph._slot_of[chunk_id] = slot
+            for e in entities:
+                graph._df[e] += 1
+            for e in titles:
+                graph._title_df[e] += 1
+        if (directory / "vectors.npz").exists():
+            with np.load(directory / "vectors.npz") as stored:
+                graph._vectors = stored["vectors"]
+                if "knn" in stored:
+                    graph._knn = stored["knn"]
+                    graph._knn_sim = stored["knn_sim"]
+        return graph
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+__all__ = ["ChunkGraph", "ChunkInput", "GraphStateError", "Normalisation"]

@@ -1,0 +1,137 @@
+"""A query's walk: restart at the hybrid search's seeds and the query's entities, rank by
+personalized PageRank, fuse with the seed ranking.
+
+The seeds carry what retrieval already knows; the walk adds chunks one entity away from them
+(the second passage of a multi-hop question, which shares little vocabulary with the question).
+Fusing the two rankings by reciprocal rank keeps the seeds' order where the graph has nothing
+to say, which is what keeps single-hop collections such as SciFact at the seeds' quality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from toolkernel_graphrag.graph import ChunkGraph
+from toolkernel_graphrag.pagerank import personalized_pagerank, transition_matrix
+from toolkernel_graphrag.settings import WalkSettings
+
+SCORE_DIGITS = 12
+"""Scores are compared at this many significant digits, then by chunk id: rankings do not depend
+on the order in which chunks entered the graph (floating-point sums differ in the last bits)."""
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A chunk and its fused score, best first."""
+
+    chunk_id: str
+    score: float
+
+
+def _rounded(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    scale = float(np.max(np.abs(values))) if values.size else 0.0
+    if scale == 0.0:
+        return values
+    return np.round(values / scale, SCORE_DIGITS)
+
+
+class GraphWalker:
+    """Ranks chunks for a query over one :class:`ChunkGraph`; keeps the unfiltered transitions."""
+
+    def __init__(self, graph: ChunkGraph, settings: WalkSettings | None = None) -> None:
+        self.graph = graph
+        self.settings = settings or WalkSettings()
+        self._transitions: sp.csr_array | None = None
+
+    def _transitions_for(self, allowed: npt.NDArray[np.bool_] | None) -> sp.csr_array:
+        adjacency = self.graph.adjacency()
+        if allowed is None:
+            if self._transitions is None or self._transitions.shape != adjacency.shape:
+                self._transitions = transition_matrix(adjacency)
+            return self._transitions
+        nodes = np.ones(adjacency.shape[0], dtype=bool)
+        nodes[: len(allowed)] = allowed
+        return transition_matrix(adjacency, nodes)
+
+    def invalidate(self) -> None:
+        """Forget cached transitions after the graph changed."""
+        self._transitions = None
+
+    def pagerank(
+        self,
+        seeds: Sequence[str],
+        query_entities: Sequence[str] = (),
+        allowed: npt.NDArray[np.bool_] | None = None,
+    ) -> npt.NDArray[np.float64]:
+        """Personalized PageRank over the chunk slots, restarting at ``seeds`` (best first) and at the
+        entity keys the query names; chunks outside ``allowed`` (a mask over slots) score zero."""
+        graph, walk = self.graph, self.settings
+        adjacency = graph.adjacency()
+        restart_chunks = np.zeros(adjacency.shape[0])
+        for rank, chunk_id in enumerate(seeds[: walk.seeds]):
+            slot = graph.slot(chunk_id)
+            if slot is not None and (allowed is None or allowed[slot]):
+                restart_chunks[slot] += 1.0 / (rank + 1)
+        restart_entities = np.zeros(adjacency.shape[0])
+        for key in dict.fromkeys(query_entities):
+            node = graph.entity_node(key)
+            if node is not None:
+                # HippoRAG 2's node specificity: an entity many chunks name says little about the query.
+                restart_entities[node] = 1.0 / graph.document_frequency(key)
+                continue
+            # An entity only one chunk names links nothing, but the query still points at that chunk.
+            for slot in graph.entity_slots(key):
+                if allowed is None or allowed[slot]:
+                    restart_entities[slot] = 1.0
+        restart = np.zeros(adjacency.shape[0])
+        if restart_chunks.sum() > 0:
+            restart += (1 - walk.entity_seed_share) * restart_chunks / restart_chunks.sum()
+        if restart_entities.sum() > 0:
+            # Normalised only when above 1: generic entities (1/df each) keep little of the share.
+            restart += walk.entity_seed_share * restart_entities / max(1.0, restart_entities.sum())
+        scores = personalized_pagerank(self._transitions_for(allowed), restart, walk.damping)
+        chunk_scores = scores[: graph.slot_count].copy()
+        if allowed is not None:
+            chunk_scores[~allowed] = 0.0
+        return chunk_scores
+
+    def rank(
+        self,
+        seeds: Sequence[str],
+        query_entities: Sequence[str] = (),
+        allowed: npt.NDArray[np.bool_] | None = None,
+        top_k: int = 10,
+    ) -> list[Ranked]:
+        """The ranking: by PageRank score, or (``fusion="rrf"``) the walk's order fused with the seeds'."""
+        graph, k = self.graph, self.settings.fusion_k
+        scores = _rounded(self.pagerank(seeds, query_entities, allowed))
+        depth = top_k if self.settings.fusion == "pagerank" else max(top_k, len(seeds)) * 2
+        by_walk = self._top(scores, depth)
+        if self.settings.fusion == "pagerank":
+            return [Ranked(name, float(scores[slot])) for slot, name in by_walk]
+        fused: dict[str, float] = {}
+        for rank, (_, name) in enumerate(by_walk):
+            fused[name] = fused.get(name, 0.0) + 1.0 / (k + rank + 1)
+        for rank, chunk_id in enumerate(seeds):
+            slot = graph.slot(chunk_id)
+            if slot is None or (allowed is not None and not allowed[slot]):
+                continue
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank + 1)
+        ordered = sorted(fused.items(), key=lambda item: (-round(item[1], SCORE_DIGITS), item[0]))
+        return [Ranked(chunk_id, score) for chunk_id, score in ordered[:top_k]]
+
+    def _top(self, scores: npt.NDArray[np.float64], depth: int) -> list[tuple[int, str]]:
+        """The ``depth`` best-scoring live chunks as ``(slot, chunk id)``: score, then chunk id."""
+        positive = np.flatnonzero(scores > 0)
+        if len(positive) > depth:
+            # Everything scoring at least the depth-th best score, so ties at the cut are all kept.
+            cut = np.partition(scores[positive], len(positive) - depth)[len(positive) - depth]
+            positive = positive[scores[positive] >= cut]
+        named = [(int(s), name) for s in positive if (name := self.graph.chunk_at(int(s))) is not None]
+        named.sort(key=lambda item: (-scores[item[0]], item[1]))
+        return named[:depth]

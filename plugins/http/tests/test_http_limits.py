@@ -1,0 +1,244 @@
+"""Held resources are bounded: slow headers, connections, streams per session, legacy SSE streams,
+stateless GETs, and tools whose answer nobody can receive any more."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import toolkernel_http.plugin
+from toolkernel import Kernel, MCPServer
+from toolkernel.transports import ServeOptions
+from toolkernel_http import asgi_app
+
+from . import _raw as raw
+from .conftest import serving
+
+pytestmark = pytest.mark.anyio
+TIMEOUT_S = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def _served(**extra: Any) -> AsyncIterator[str]:
+    """``kernel.serve`` over the registered ``http`` transport (uvicorn as ``toolkernel serve`` runs it)."""
+    kernel = Kernel(load_entry_points=False, plugins=[toolkernel_http.plugin])
+    server = MCPServer("limits", "1.0.0", kernel=kernel)
+
+    @server.tool
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    port = _free_port()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kernel.serve, server, "http", ServeOptions(port=port, extra=extra))
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    await anyio.sleep(0.05)
+        await anyio.sleep(0.3)  # let the server see the probe connection close
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def _recv_all(sock: socket.socket) -> bytes:
+    """What the server sends until it closes the connection (the socket has a timeout)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+async def test_slow_headers_are_cut_off() -> None:
+    """A slowloris connection (headers never finished) is answered 408 and closed at the deadline."""
+    with anyio.fail_after(TIMEOUT_S):
+        async with _served(header_timeout_s=0.5) as base:
+            port = int(base.rsplit(":", 1)[1])
+            socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+            for sock in socks:
+                sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            answers = await anyio.to_thread.run_sync(lambda: [_recv_all(s) for s in socks])
+            for sock in socks:
+                sock.close()
+            async with httpx.AsyncClient(timeout=10) as client:
+                served = await raw.open_session(client, f"{base}/mcp")
+    assert all(a.startswith(b"HTTP/1.1 408") for a in answers), answers[:2]
+    assert "mcp-session-id" in served
+
+
+async def test_connections_past_the_cap_are_refused_at_once() -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        async with _served(max_connections=3) as base:
+            port = int(base.rsplit(":", 1)[1])
+            held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+            await anyio.sleep(0.2)
+            extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+            refused = await anyio.to_thread.run_sync(_recv_all, extra)
+            extra.close()
+            for sock in held:
+                sock.close()
+            await anyio.sleep(0.2)
+            async with httpx.AsyncClient(timeout=10) as client:
+                served = await raw.open_session(client, f"{base}/mcp")
+    head, _, body = refused.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 503")
+    assert "max_connections" in json.loads(body)["error"]["message"]
+    assert "mcp-session-id" in served
+
+
+def _waiting_server(log: list[str]) -> MCPServer:
+    server = MCPServer("waits", "1.0.0", kernel=Kernel(load_entry_points=False))
+
+    @server.tool
+    async def wait(seconds: float) -> str:
+        """Sleep, then answer; records whether it finished or was cancelled."""
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            log.append("cancelled")
+            raise
+        log.append("finished")
+        return "done"
+
+    return server
+
+
+async def test_stateless_get_is_405() -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(_waiting_server([]), stateless=True)) as base,
+            httpx.AsyncClient() as client,
+        ):
+            response = await client.get(f"{base}/mcp", headers={"accept": "text/event-stream"})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert json.loads(response.content)["error"]["code"] == -32600
+
+
+async def test_legacy_sse_streams_count_against_max_sessions() -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        app = asgi_app(_waiting_server([]), max_sessions=1)
+        async with serving(app) as base, httpx.AsyncClient(timeout=10) as client:
+            async with client.stream("GET", f"{base}/sse") as legacy:
+                assert legacy.status_code == 200
+                refused = await client.post(f"{base}/mcp", json=_init(), headers=raw.HEADERS)
+            # Once the server sees the legacy stream gone, a session fits, and a legacy stream no longer does.
+            with anyio.fail_after(10):
+                while legacy_app_open(app):  # noqa: ASYNC110 - a count, not an event
+                    await anyio.sleep(0.05)
+            session = await raw.open_session(client, f"{base}/mcp")
+            await raw.post(client, f"{base}/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"}, session)
+            legacy_refused = await client.get(f"{base}/sse")
+    assert refused.status_code == 503
+    assert legacy_refused.status_code == 503
+    assert json.loads(legacy_refused.content)["error"]["message"] == "Too many open sessions"
+
+
+def legacy_app_open(app: Any) -> int:
+    """Legacy streams the app counts as open."""
+    return int(app.sessions.held_elsewhere())
+
+
+def _init() -> dict[str, Any]:
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    }
+    return {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+
+
+def _wait_call(request_id: int, seconds: float) -> dict[str, Any]:
+    params = {"name": "wait", "arguments": {"seconds": seconds}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+async def test_streams_per_session_are_capped() -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        app = asgi_app(_waiting_server([]), max_streams_per_session=2)
+        async with serving(app) as base, httpx.AsyncClient(timeout=10) as client:
+            url = f"{base}/mcp"
+            session = await raw.open_session(client, url)
+            async with anyio.create_task_group() as tg:
+                for request_id in (1, 2):
+                    tg.start_soon(raw.post, client, url, _wait_call(request_id, 1.0), session)
+                await anyio.sleep(0.3)
+                refused = await raw.post(client, url, _wait_call(3, 1.0), session)
+    assert refused.status_code == 429
+    assert json.loads(refused.content)["id"] == 3
+    assert "max_streams_per_session" in json.loads(refused.content)["error"]["message"]
+
+
+DISCONNECT_MODES = {
+    "stateless-sse": ({"stateless": True}, "cancelled"),
+    "stateless-json": ({"stateless": True, "json_response": True}, "cancelled"),
+    "stateful-json": ({"json_response": True}, "cancelled"),
+    "stateful-sse-unresumable": ({"resumable": False}, "cancelled"),
+    # A resumable stream's answer is stored for the client to fetch with Last-Event-ID.
+    "stateful-sse-resumable": ({}, "finished"),
+}
+
+
+@pytest.mark.parametrize("mode", list(DISCONNECT_MODES))
+async def test_disconnect_cancels_the_tool_only_where_nobody_can_receive_its_answer(mode: str) -> None:
+    options, outcome = DISCONNECT_MODES[mode]
+    log: list[str] = []
+    with anyio.fail_after(TIMEOUT_S):
+        async with serving(asgi_app(_waiting_server(log), **options)) as base:
+            url = f"{base}/mcp"
+            async with httpx.AsyncClient(timeout=10) as client:
+                session = await raw.open_session(client, url)
+            async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=0.5)) as impatient:
+                with pytest.raises(httpx.ReadTimeout):
+                    await raw.post(impatient, url, _wait_call(1, 2.0), session)
+            with anyio.fail_after(10):
+                while not log:  # noqa: ASYNC110 - the tool's own record is what is checked
+                    await anyio.sleep(0.05)
+    assert log == [outcome]
+
+
+async def test_client_refuses_json_bodies_over_its_cap() -> None:
+    """A JSON body over ``max_json_body_size`` fails its request at once, naming the cap; the
+    connection goes on (a smaller answer still arrives)."""
+    from mcp.client import Client
+    from mcp.shared.exceptions import MCPError
+
+    from toolkernel.transports import ClientTransportOptions
+    from toolkernel_http import http_client
+
+    server = MCPServer("big", "1.0.0", kernel=Kernel(load_entry_points=False))
+
+    @server.tool
+    def big(size: int) -> str:
+        """``size`` bytes of text."""
+        return "x" * size
+
+    options = ClientTransportOptions(extra={"transport": "streamable", "max_json_body_size": 1_000_000})
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            serving(asgi_app(server, json_response=True)) as base,
+            Client(http_client(f"{base}/mcp", options), mode="legacy") as client,  # type: ignore[arg-type]
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("big", {"size": 2_000_000})
+            small = await client.call_tool("big", {"size": 10})
+    assert "max_json_body_size" in str(refused.value)
+    assert small.content[0].text == "x" * 10  # type: ignore[union-attr]

@@ -1,0 +1,312 @@
+"""The catalog: one SQLite file that says which documents a knowledge base holds, and their chunks.
+
+It is the source of truth for ingestion. A document row carries the content hash it was
+last indexed with and a state: ``pending`` while its chunks are being written to the vector
+store, ``done`` once they all are. A run killed midway leaves ``pending`` rows (or none), so
+the next run rewrites exactly those documents; chunk ids are deterministic, so rewriting
+never duplicates. Chunks keep their text, metadata, vector (float32) and BM25 terms, from
+which the sparse index is rebuilt and extensions are caught up without re-embedding.
+
+SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction survives a
+killed process.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolkernel.knowledge import ChunkRecord
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+    metadata TEXT NOT NULL,
+    text TEXT NOT NULL,
+    chunk_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS documents_source ON documents (source);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    document_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    vector BLOB,
+    terms TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_document ON chunks (document_id, seq);
+CREATE TABLE IF NOT EXISTS extension_state (
+    extension TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (extension, document_id)
+);
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk as the catalog keeps it (the extension-facing :class:`ChunkRecord` plus span and terms)."""
+
+    id: str
+    document_id: str
+    seq: int
+    start: int
+    end: int
+    text: str
+    metadata: dict[str, Any]
+    vector: list[float] | None
+    terms: str
+
+    def record(self, include_vector: bool = True) -> ChunkRecord:
+        return ChunkRecord(
+            self.id, self.document_id, self.text, self.metadata, self.vector if include_vector else None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRow:
+    """A document's row, without its text."""
+
+    id: str
+    source: str
+    hash: str
+    state: str
+    metadata: dict[str, Any]
+    chunk_count: int
+
+
+def _blob(vector: Sequence[float] | None) -> bytes | None:
+    return None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _unblob(blob: bytes | None) -> list[float] | None:
+    return None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist()
+
+
+class Catalog:
+    """The SQLite catalog of one knowledge base; safe to use from several threads (one lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.RLock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- documents -----------------------------------------------------------------
+
+    def hashes(self, source: str | None = None) -> dict[str, tuple[str, str]]:
+        """``document id -> (hash, state)``, for one source or every document."""
+        with self._lock:
+            rows = (
+                self._db.execute("SELECT id, hash, state FROM documents WHERE source = ?", (source,))
+                if source is not None
+                else self._db.execute("SELECT id, hash, state FROM documents")
+            )
+            return {r[0]: (r[1], r[2]) for r in rows}
+
+    def mark_pending(self, docs: Iterable[tuple[str, str, str, dict[str, Any], str]]) -> None:
+        """Record documents ``(id, source, hash, metadata, text)`` as being written (one transaction)."""
+        with self._lock, self._transaction():
+            self._db.executemany(
+                "INSERT INTO documents (id, source, hash, state, metadata, text) "
+                "VALUES (?, ?, ?, 'pending', ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET source=excluded.source, hash=excluded.hash, state='pending', "
+                "metadata=excluded.metadata, text=excluded.text",
+                [(i, s, h, json.dumps(m, ensure_ascii=False), t) for i, s, h, m, t in docs],
+            )
+
+    def commit_documents(self, document_ids: Sequence[str], chunks: Sequence[StoredChunk]) -> None:
+        """Replace the chunks of ``document_ids`` with ``chunks`` and mark them done (one transaction)."""
+        counts: dict[str, int] = dict.fromkeys(document_ids, 0)
+        for c in chunks:
+            counts[c.document_id] += 1
+        with self._lock, self._transaction():
+            self._db.executemany("DELETE FROM chunks WHERE document_id = ?", [(d,) for d in document_ids])
+            self._db.executemany(
+                "INSERT INTO chunks (id, document_id, seq, start, end, text, metadata, vector, terms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        c.id,
+                        c.document_id,
+                        c.seq,
+                        c.start,
+                        c.end,
+                        c.text,
+                        json.dumps(c.metadata, ensure_ascii=False),
+                        _blob(c.vector),
+                        c.terms,
+                    )
+                    for c in chunks
+                ],
+            )
+            self._db.executemany(
+                "UPDATE documents SET state='done', chunk_count=? WHERE id = ?",
+                [(n, d) for d, n in counts.items()],
+            )
+            self._bump_generation()
+
+    def delete_documents(self, document_ids: Sequence[str]) -> None:
+        """Remove documents and their chunks (one transaction)."""
+        with self._lock, self._transaction():
+            params = [(d,) for d in document_ids]
+            self._db.executemany("DELETE FROM chunks WHERE document_id = ?", params)
+            self._db.executemany("DELETE FROM documents WHERE id = ?", params)
+            self._bump_generation()
+
+    def chunk_ids(self, document_id: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id FROM chunks WHERE document_id = ? ORDER BY seq", (document_id,)
+            )
+            return [r[0] for r in rows]
+
+    def document(self, document_id: str) -> tuple[DocumentRow, str] | None:
+        """A document's row and its full text, or ``None``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, source, hash, state, metadata, chunk_count, text FROM documents WHERE id = ?",
+                (document_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return DocumentRow(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5]), row[6]
+
+    def documents(self, limit: int | None = None, after: str | None = None) -> list[DocumentRow]:
+        """Done documents ordered by id, ``limit`` at a time after id ``after``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, source, hash, state, metadata, chunk_count FROM documents "
+                "WHERE state = 'done' AND id > ? ORDER BY id LIMIT ?",
+                (after or "", -1 if limit is None else limit),
+            )
+            return [DocumentRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+
+    def counts(self) -> tuple[int, int, int]:
+        """``(done documents, pending documents, chunks)``."""
+        with self._lock:
+            done, pending = self._db.execute(
+                "SELECT COALESCE(SUM(state='done'), 0), COALESCE(SUM(state='pending'), 0) FROM documents"
+            ).fetchone()
+            (chunks,) = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        return int(done), int(pending), int(chunks)
+
+    # -- chunks ----------------------------------------------------------------------
+
+    def chunks(self, ids: Sequence[str], include_vectors: bool = False) -> list[StoredChunk]:
+        """The chunks with these ids, in the order given; unknown ids are left out."""
+        if not ids:
+            return []
+        vector_col = "vector" if include_vectors else "NULL"
+        found: dict[str, StoredChunk] = {}
+        with self._lock:
+            for first in range(0, len(ids), 500):
+                part = list(ids[first : first + 500])
+                rows = self._db.execute(
+                    f"SELECT id, document_id, seq, start, end, text, metadata, {vector_col}, terms "
+                    f"FROM chunks WHERE id IN ({','.join('?' * len(part))})",
+                    part,
+                )
+                for r in rows:
+                    found[r[0]] = StoredChunk(
+                        r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), _unblob(r[7]), r[8]
+                    )
+        return [found[i] for i in ids if i in found]
+
+    def document_chunks(self, document_ids: Sequence[str]) -> list[StoredChunk]:
+        """Every chunk of these documents, with vectors, in document then chunk order."""
+        out: list[StoredChunk] = []
+        with self._lock:
+            for d in document_ids:
+                rows = self._db.execute(
+                    "SELECT id, document_id, seq, start, end, text, metadata, vector, terms "
+                    "FROM chunks WHERE document_id = ? ORDER BY seq",
+                    (d,),
+                )
+                out.extend(
+                    StoredChunk(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), _unblob(r[7]), r[8])
+                    for r in rows
+                )
+        return out
+
+    def all_terms(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """``(chunk id, terms, metadata)`` of every chunk, in a stable order (for the sparse index)."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, terms, metadata FROM chunks ORDER BY rowid").fetchall()
+        for r in rows:
+            yield r[0], r[1], json.loads(r[2])
+
+    # -- extensions --------------------------------------------------------------------
+
+    def extension_hashes(self, extension: str) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT document_id, hash FROM extension_state WHERE extension = ?", (extension,)
+            )
+            return {r[0]: r[1] for r in rows}
+
+    def set_extension_state(
+        self, extension: str, seen: Sequence[tuple[str, str]], forgotten: Sequence[str]
+    ) -> None:
+        """Record that ``extension`` holds documents ``(id, hash)`` and no longer holds ``forgotten``."""
+        with self._lock, self._transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO extension_state (extension, document_id, hash) VALUES (?, ?, ?)",
+                [(extension, d, h) for d, h in seen],
+            )
+            self._db.executemany(
+                "DELETE FROM extension_state WHERE extension = ? AND document_id = ?",
+                [(extension, d) for d in forgotten],
+            )
+
+    # -- generation (bumped on every change, so derived indexes know they are stale) ------
+
+    def generation(self) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT value FROM settings WHERE key = 'generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _bump_generation(self) -> None:
+        self._db.execute(
+            "INSERT INTO settings (key, value) VALUES ('generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on error."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        self._db.execute("COMMIT" if exc is None else "ROLLBACK")

@@ -1,0 +1,238 @@
+"""``toolkernel kb``: ingest, serve, list, stats, delete."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolkernel._kernel import Kernel
+    from toolkernel_rag.ingest import IngestReport
+
+
+def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
+    """Add the ``kb`` actions and their arguments."""
+    actions = parser.add_subparsers(dest="kb_action", metavar="ACTION", required=True)
+
+    ingest = actions.add_parser("ingest", help="Add or update documents; remove those gone from a source.")
+    ingest.add_argument("sources", metavar="SOURCE", nargs="+", help="directories, files, or .jsonl corpora")
+    _kb_argument(ingest)
+    ingest.add_argument("--embedder", help="provider/model, at creation (default local/minilm-l6-int8)")
+    ingest.add_argument("--store", help="a vector store plugin, at creation (default qdrant, embedded)")
+    ingest.add_argument(
+        "--store-options", metavar="JSON", help='factory options of the store, e.g. \'{"url": "..."}\''
+    )
+    ingest.add_argument("--chunker", help="auto (by file type) or a registered chunker, at creation")
+    ingest.add_argument("--size", type=int, help="chunk size, at creation (default 250)")
+    ingest.add_argument("--overlap", type=int, help="chunk overlap, at creation (default 30)")
+    ingest.add_argument("--length", choices=("characters", "tokens"), help="unit of size and overlap")
+    ingest.add_argument("--batch", type=int, default=256, help="chunks embedded per batch")
+    ingest.add_argument("--no-extensions", action="store_true", help="leave every extension out of this run")
+    for name in kernel.kb_extensions:
+        ingest.add_argument(
+            f"--no-{name}",
+            dest="without",
+            action="append_const",
+            const=name,
+            help=f"leave the {name!r} extension out of this run (caught up on the next run with it)",
+        )
+    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    serve = actions.add_parser("serve", help="Serve a knowledge base as an MCP server.")
+    _kb_argument(serve)
+    serve.add_argument("--transport", default="stdio", help="stdio (built in), http or sse (toolkernel-http)")
+    serve.add_argument("--host", default="127.0.0.1", help="interface for network transports")
+    serve.add_argument("--port", type=int, default=8000, help="port for network transports")
+    serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
+    serve.add_argument("--mandatory-filter", metavar="JSON", help="a filter every search is joined with")
+    serve.add_argument("--reranker", help="the reranker 'rerank: true' uses")
+
+    actions.add_parser("list", help="List knowledge bases under the data directory.")
+
+    stats = actions.add_parser("stats", help="Documents, chunks and what a knowledge base was built with.")
+    _kb_argument(stats)
+
+    delete = actions.add_parser("delete", help="Delete a knowledge base and everything in its directory.")
+    _kb_argument(delete)
+    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+
+def _kb_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kb", required=True, metavar="NAME_OR_PATH", help="a path (contains '/') or a name in the data dir"
+    )
+
+
+def run(args: argparse.Namespace, kernel: Kernel) -> Any:
+    """Dispatch to the action."""
+    action = args.kb_action
+    if action == "ingest":
+        return _ingest(args, kernel)
+    if action == "serve":
+        return _serve(args, kernel)
+    if action == "list":
+        return _list()
+    if action == "stats":
+        return _stats(args, kernel)
+    return _delete(args)
+
+
+def _json_option(value: str | None, flag: str) -> Any:
+    from toolkernel.errors import ConfigError
+
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{flag}: not valid JSON: {exc}") from None
+
+
+async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.ingest import ingest
+    from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
+
+    chunker: dict[str, Any] | None = None
+    if any(v is not None for v in (args.chunker, args.size, args.overlap, args.length)):
+        chunker = default_chunker(rag_settings(kernel))
+        for key in ("size", "overlap", "length"):
+            if getattr(args, key) is not None:
+                chunker[key] = getattr(args, key)
+        if args.chunker:
+            chunker["name"] = args.chunker
+        if chunker["length"] == "characters":
+            chunker.pop("tokenizer", None)
+    without = set(getattr(args, "without", None) or ())
+    extensions: Any = False if args.no_extensions else [n for n in kernel.kb_extensions if n not in without]
+    kb = await KnowledgeBase.open(
+        args.kb,
+        kernel=kernel,
+        create=True,
+        embedder=args.embedder,
+        store=args.store,
+        store_options=_json_option(args.store_options, "--store-options"),
+        chunker=chunker,
+        extensions=extensions,
+    )
+    async with kb:
+        if args.quiet or not sys.stderr.isatty():
+            report = await ingest(kb, args.sources, batch_chunks=args.batch)
+        else:
+            report = await _with_progress(kb, args.sources, args.batch)
+    for problem in report.problems:
+        print(f"skipped {problem.where}: {problem.reason}", file=sys.stderr)
+    print(json.dumps({"kb": str(kb.directory), **report.summary()}))
+    return 0
+
+
+async def _with_progress(kb: Any, sources: list[str], batch: int) -> IngestReport:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from toolkernel_rag.ingest import ingest
+
+    columns = (
+        TextColumn("[bold]ingest"),
+        BarColumn(),
+        TextColumn("{task.fields[docs]} docs ({task.fields[docs_rate]}/s)"),
+        TextColumn("{task.fields[chunks]} chunks ({task.fields[chunks_rate]}/s)"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task("ingest", total=None, docs=0, chunks=0, docs_rate=0, chunks_rate=0)
+
+        def update(report: IngestReport) -> None:
+            elapsed = bar.tasks[0].elapsed or 1e-9
+            bar.update(
+                task,
+                docs=report.seen,
+                chunks=report.chunks,
+                docs_rate=round(report.seen / elapsed, 1),
+                chunks_rate=round(report.chunks / elapsed, 1),
+            )
+
+        report = await ingest(kb, sources, batch_chunks=batch, progress=update)
+        update(report)
+    return report
+
+
+async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
+    from pydantic import ValidationError
+
+    from toolkernel.errors import ConfigError
+    from toolkernel.transports import ServeOptions
+    from toolkernel_rag.kb import KnowledgeBase, rag_settings
+    from toolkernel_rag.server import KBServerOptions, kb_server
+
+    if args.transport not in kernel.server_transports:
+        hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
+        known = ", ".join(kernel.server_transports) or "none"
+        raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
+    try:
+        serve_options = ServeOptions(host=args.host, port=args.port, path=args.path)
+    except ValidationError as exc:
+        raise ConfigError(f"kb serve: {exc}") from None
+    settings = rag_settings(kernel)
+    options = KBServerOptions(
+        mandatory_filter=_json_option(args.mandatory_filter, "--mandatory-filter"),
+        reranker=args.reranker or settings.reranker,
+        depth=settings.depth,
+        rerank_depth=settings.rerank_depth,
+    )
+    async with await KnowledgeBase.open(args.kb, kernel=kernel) as kb:
+        kb.sparse.refresh(kb.catalog)  # load (or rebuild) the BM25 index before the first query
+        await kb.embed_query("warm up")  # load the model before the first query
+        import toolkernel._serving  # noqa: F401 - load the protocol layer during set-up
+
+        await kernel.serve(kb_server(kb, options), args.transport, serve_options)
+
+
+def _list() -> int:
+    from toolkernel_rag.layout import kb_home, read_manifest
+
+    home = kb_home()
+    for directory in sorted(home.iterdir()) if home.is_dir() else []:
+        manifest = read_manifest(directory)
+        if manifest is not None:
+            print(f"{directory.name}\t{manifest.embedder.name}\t{manifest.store.name}\t{directory}")
+    return 0
+
+
+async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.kb import KnowledgeBase
+
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False) as kb:
+        done, pending, chunks = kb.catalog.counts()
+        vectors = await kb.store.count(kb.index)
+        print(
+            json.dumps(
+                {
+                    "kb": str(kb.directory),
+                    "documents": done,
+                    "pending": pending,
+                    "chunks": chunks,
+                    "vectors": vectors,
+                    "manifest": kb.manifest.model_dump(mode="json"),
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from toolkernel_rag.layout import KBError, read_manifest, resolve_kb
+
+    directory = resolve_kb(args.kb)
+    if read_manifest(directory) is None:
+        raise KBError(f"no knowledge base at {str(directory)!r}")
+    if not args.yes:
+        answer = input(f"delete the knowledge base at {directory}? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not deleted", file=sys.stderr)
+            return 1
+    shutil.rmtree(directory)
+    print(f"deleted {directory}", file=sys.stderr)
+    return 0

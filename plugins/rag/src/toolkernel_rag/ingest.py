@@ -1,0 +1,214 @@
+"""Ingestion: read sources, chunk, embed in batches, write the store and the catalog, follow deletions.
+
+Incremental and idempotent: a document whose content hash the catalog already holds as
+``done`` is skipped; a changed one has its old chunks removed from the store (by
+``document_id``) before the new ones go in; documents of a source that are gone are
+deleted. Crash-safe: documents are marked ``pending`` (committed) before the store is
+written and ``done`` with their chunks in one transaction after; chunk ids are
+``<document id>#<n>``, so a rerun after ``kill -9`` rewrites the pending documents in place
+and the count comes out as a clean run's. Extensions are caught up from the catalog at the
+end of every run (at least once; a document's chunks replace what an extension held).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from toolkernel.knowledge import DocumentChunks, IngestBatch
+from toolkernel_rag.catalog import StoredChunk
+from toolkernel_rag.kb import KnowledgeBase
+from toolkernel_rag.sources import Document, SourceProblem, SourceReader
+
+_tracer = trace.get_tracer("toolkernel_rag")
+
+Progress = Callable[["IngestReport"], None]
+"""Called after every batch with the report so far."""
+
+
+@dataclass
+class IngestReport:
+    """What a run did."""
+
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    chunks: int = 0
+    problems: list[SourceProblem] = field(default_factory=list)
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    chunk_seconds: float = 0.0
+    store_seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "documents": self.seen,
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+            "chunks": self.chunks,
+            "skipped": len(self.problems),
+            "seconds": round(self.seconds, 3),
+            "embed_seconds": round(self.embed_seconds, 3),
+            "chunk_seconds": round(self.chunk_seconds, 3),
+            "store_seconds": round(self.store_seconds, 3),
+        }
+
+
+async def ingest(
+    kb: KnowledgeBase,
+    sources: Sequence[str],
+    *,
+    batch_chunks: int = 256,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped."""
+    report = IngestReport()
+    started = time.perf_counter()
+    with _tracer.start_as_current_span("kb.ingest") as span:
+        for source in sources:
+            reader = SourceReader(source)
+            known = kb.catalog.hashes(reader.key)
+            seen: set[str] = set()
+            pending: list[Document] = []
+            pending_chunks = 0
+            for document in reader.documents():
+                if document.id in seen:
+                    report.problems.append(
+                        SourceProblem(f"{source}: {document.id}", "repeats a document id; the first was kept")
+                    )
+                    continue
+                seen.add(document.id)
+                report.seen += 1
+                before = known.get(document.id)
+                if before == (document.hash, "done"):
+                    report.unchanged += 1
+                    continue
+                pending.append(document)
+                pending_chunks += max(1, len(document.text) // 800)
+                if pending_chunks >= batch_chunks:
+                    await _write(kb, pending, known, report)
+                    pending, pending_chunks = [], 0
+                    if progress is not None:
+                        progress(report)
+            if pending:
+                await _write(kb, pending, known, report)
+            report.problems.extend(reader.problems)
+            gone = sorted(set(known) - seen)
+            if gone and not _source_missing(reader):
+                await _delete(kb, gone)
+                report.deleted += len(gone)
+            if progress is not None:
+                progress(report)
+        kb.sparse.refresh(kb.catalog)
+        await catch_up_extensions(kb)
+        report.seconds = time.perf_counter() - started
+        for key, value in report.summary().items():
+            span.set_attribute(f"kb.{key}", value)
+    return report
+
+
+def _source_missing(reader: SourceReader) -> bool:
+    """A source that vanished entirely is reported, not taken as 'delete every document'."""
+    return any(p.where == reader.source and p.reason == "does not exist" for p in reader.problems)
+
+
+async def _write(
+    kb: KnowledgeBase, documents: list[Document], known: dict[str, tuple[str, str]], report: IngestReport
+) -> None:
+    t0 = time.perf_counter()
+    chunks: list[StoredChunk] = []
+    for document in documents:
+        pieces = kb.chunker(document.kind).chunk(document.text)
+        for seq, piece in enumerate(pieces):
+            meta: dict[str, Any] = {**document.metadata, **piece.metadata}
+            meta["document_id"] = document.id
+            meta["chunk_index"] = seq
+            chunks.append(
+                StoredChunk(
+                    id=f"{document.id}#{seq}",
+                    document_id=document.id,
+                    seq=seq,
+                    start=piece.start,
+                    end=piece.end,
+                    text=piece.text,
+                    metadata=meta,
+                    vector=None,
+                    terms=kb.sparse.terms(piece.text),
+                )
+            )
+    report.chunk_seconds += time.perf_counter() - t0
+    # Old chunks of changed (or half-written) documents leave the store before new ones arrive.
+    stale = [d.id for d in documents if d.id in known]
+    kb.catalog.mark_pending((d.id, d.source, d.hash, d.metadata, d.text) for d in documents)
+    t1 = time.perf_counter()
+    if stale:
+        await kb.store.delete(kb.index, filter={"document_id": {"$in": stale}})
+    with _tracer.start_as_current_span("kb.embed") as span:
+        t2 = time.perf_counter()
+        vectors = await kb.embedder.embed([c.text for c in chunks]) if chunks else []
+        report.embed_seconds += time.perf_counter() - t2
+        span.set_attribute("kb.texts", len(chunks))
+        span.set_attribute("kb.duration_ms", (time.perf_counter() - t2) * 1000)
+    t3 = time.perf_counter()
+    if chunks:
+        await kb.store.upsert(
+            kb.index, [c.id for c in chunks], vectors, metadata=[_store_metadata(c.metadata) for c in chunks]
+        )
+    chunks = [
+        StoredChunk(c.id, c.document_id, c.seq, c.start, c.end, c.text, c.metadata, v, c.terms)
+        for c, v in zip(chunks, vectors, strict=True)
+    ]
+    kb.catalog.commit_documents([d.id for d in documents], chunks)
+    report.store_seconds += (time.perf_counter() - t3) + (t2 - t1)
+    report.chunks += len(chunks)
+    for d in documents:
+        if d.id in known:
+            report.updated += 1
+        else:
+            report.added += 1
+
+
+def _store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata as every store accepts it: lists of scalars only (the header path stays a list)."""
+    return {k: v for k, v in meta.items() if not (isinstance(v, list) and not v)}
+
+
+async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:
+    for first in range(0, len(document_ids), 256):
+        part = document_ids[first : first + 256]
+        await kb.store.delete(kb.index, filter={"document_id": {"$in": part}})
+        kb.catalog.delete_documents(part)
+
+
+async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> None:
+    """Send every open extension the documents it has not seen at their current hash, and the deletions."""
+    if not kb.extensions:
+        return
+    current = {d: h for d, (h, state) in kb.catalog.hashes().items() if state == "done"}
+    for name, extension in kb.extensions.items():
+        held = kb.catalog.extension_hashes(name)
+        forgotten = sorted(set(held) - set(current))
+        changed = sorted(d for d, h in current.items() if held.get(d) != h)
+        if forgotten:
+            await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
+            kb.catalog.set_extension_state(name, [], forgotten)
+        for first in range(0, len(changed), batch_documents):
+            part = changed[first : first + batch_documents]
+            by_document: dict[str, list[StoredChunk]] = {d: [] for d in part}
+            for chunk in kb.catalog.document_chunks(part):
+                by_document[chunk.document_id].append(chunk)
+            batch = IngestBatch(
+                upserted=tuple(
+                    DocumentChunks(d, tuple(c.record() for c in chunks)) for d, chunks in by_document.items()
+                )
+            )
+            await extension.on_ingest(batch)
+            kb.catalog.set_extension_state(name, [(d, current[d]) for d in part], [])

@@ -1,0 +1,492 @@
+"""A knowledge base opened for use: its catalog, vector store, embedder, sparse index and extensions.
+
+:meth:`KnowledgeBase.open` reads the manifest (or writes it, creating the knowledge base)
+and refuses a mismatch: asking for another embedder than the one the vectors came from is
+an error, never silent garbage. :meth:`KnowledgeBase.search` runs dense, sparse or hybrid
+retrieval (or an extension's mode), fuses by reciprocal rank, reranks when asked, and
+hydrates chunks from the catalog.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+
+from toolkernel.filters import coerce_filter, matches, require_supported
+from toolkernel.knowledge import ChunkRecord, KBExtension, RetrievalRequest, ScoredChunk
+from toolkernel_rag.catalog import Catalog, DocumentRow, StoredChunk
+from toolkernel_rag.layout import (
+    CATALOG,
+    EXTENSIONS_DIR,
+    SPARSE_DIR,
+    STORE_DIR,
+    EmbedderSpec,
+    KBError,
+    Manifest,
+    StoreSpec,
+    kb_name,
+    read_manifest,
+    resolve_kb,
+    write_manifest,
+)
+from toolkernel_rag.settings import RagSettings
+from toolkernel_rag.shapes import BUILTIN_MODES
+from toolkernel_rag.sparse import SparseIndex
+
+if TYPE_CHECKING:
+    from toolkernel._kernel import Kernel
+    from toolkernel.chunkers import Chunker
+    from toolkernel.embedders import Embedder
+    from toolkernel.rerankers import Reranker
+    from toolkernel.vectors import VectorStore
+
+DEFAULT_STORE = "qdrant"
+
+RRF_K = 60
+FUSION_DEPTH = 100
+"""Candidates each of dense and sparse contributes to the fusion (the SciFact reference used 100)."""
+RERANK_DEPTH = 50
+"""Candidates a reranker re-scores before the top ``top_k`` are kept."""
+
+_tracer = trace.get_tracer("toolkernel_rag")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A retrieved chunk, hydrated: what ``search`` returns before shaping it for MCP."""
+
+    chunk: StoredChunk
+    score: float
+
+
+class KnowledgeBase:
+    """One knowledge base, open; close it with :meth:`aclose` (or ``async with``)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        manifest: Manifest,
+        kernel: Kernel,
+        *,
+        extensions: bool | Collection[str] = True,
+    ) -> None:
+        self.directory = directory
+        self.manifest = manifest
+        self.kernel = kernel
+        directory.mkdir(parents=True, exist_ok=True)
+        self.catalog = Catalog(directory / CATALOG)
+        self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse)
+        self._store: VectorStore | None = None
+        self._embedder: Embedder | None = None
+        self._chunkers: dict[str, Chunker] = {}
+        self._rerankers: dict[str, Reranker] = {}
+        self.extensions: dict[str, KBExtension] = {}
+        self._enabled_extensions = extensions
+
+    # -- opening ---------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        name_or_path: str | Path,
+        *,
+        kernel: Kernel | None = None,
+        create: bool = False,
+        embedder: str | None = None,
+        embedder_options: Mapping[str, Any] | None = None,
+        store: str | None = None,
+        store_options: Mapping[str, Any] | None = None,
+        chunker: Mapping[str, Any] | None = None,
+        extensions: bool | Collection[str] = True,
+    ) -> KnowledgeBase:
+        """Open the knowledge base at ``name_or_path`` (created when ``create`` and absent).
+
+        ``embedder``, ``store`` and ``chunker`` choose them at creation; on an existing
+        knowledge base they must agree with its manifest. ``extensions``: ``True`` opens
+        every registered extension, ``False`` none, a collection only those named.
+        """
+        if kernel is None:
+            from toolkernel._kernel import Kernel
+
+            kernel = Kernel.from_config()
+        directory = resolve_kb(name_or_path)
+        manifest = read_manifest(directory)
+        if manifest is None:
+            if not create:
+                raise KBError(
+                    f"no knowledge base at {str(directory)!r}: create it with "
+                    f"'toolkernel kb ingest SOURCE --kb {name_or_path}'"
+                )
+            manifest = await _new_manifest(
+                directory, kernel, embedder, embedder_options, store, store_options, chunker
+            )
+        else:
+            _check_agrees(directory, manifest, embedder, store, chunker)
+        kb = cls(directory, manifest, kernel, extensions=extensions)
+        try:
+            await kb._open_parts()
+        except BaseException:
+            await kb.aclose()
+            raise
+        if read_manifest(directory) is None:
+            write_manifest(directory, manifest)
+        return kb
+
+    async def _open_parts(self) -> None:
+        store = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
+        self._store = store
+        await store.create_index(self.manifest.store.index, self.manifest.embedder.dimension, "cosine")
+        enabled = self._enabled_extensions
+        for entry in self.kernel.kb_extensions.entries():
+            if enabled is True or (not isinstance(enabled, bool) and entry.name in enabled):
+                self.extensions[entry.name] = entry.value(_ExtensionContext(self, entry.name))
+
+    async def __aenter__(self) -> KnowledgeBase:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close extensions, the store and the catalog."""
+        for extension in self.extensions.values():
+            await extension.aclose()
+        self.extensions.clear()
+        if self._store is not None:
+            await self._store.aclose()
+            self._store = None
+        self.catalog.close()
+
+    # -- parts -------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            raise KBError(f"knowledge base {self.name!r} is closed")
+        return self._store
+
+    @property
+    def index(self) -> str:
+        return self.manifest.store.index
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder the manifest names (made on first use)."""
+        if self._embedder is None:
+            spec = self.manifest.embedder
+            embedder = self.kernel.embedder(spec.name, **spec.options)
+            if embedder.dimension != spec.dimension:
+                raise KBError(
+                    f"knowledge base {self.name!r}: embedder {spec.name!r} now makes vectors of dimension "
+                    f"{embedder.dimension}, the knowledge base holds {spec.dimension}: ingest into a new one"
+                )
+            self._embedder = embedder
+        return self._embedder
+
+    def chunker(self, kind: str) -> Chunker:
+        """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest."""
+        from toolkernel_rag.chunking import chunker_for
+
+        spec = dict(self.manifest.chunker)
+        name = spec.pop("name")
+        if name == "auto":
+            name = chunker_for(kind)
+        if name not in self._chunkers:
+            self._chunkers[name] = self.kernel.chunker(name, **spec)
+        return self._chunkers[name]
+
+    def reranker(self, name: str) -> Reranker:
+        if name not in self._rerankers:
+            self._rerankers[name] = self.kernel.reranker(name)
+        return self._rerankers[name]
+
+    @property
+    def modes(self) -> list[str]:
+        """Every ``search`` mode: the built-in three, then each extension's."""
+        out = list(BUILTIN_MODES)
+        for extension in self.extensions.values():
+            out.extend(m for m in extension.modes if m not in out)
+        return out
+
+    # -- reading -------------------------------------------------------------------------
+
+    def document(self, document_id: str) -> tuple[DocumentRow, str] | None:
+        return self.catalog.document(document_id)
+
+    def documents(self, limit: int | None = None, after: str | None = None) -> list[DocumentRow]:
+        return self.catalog.documents(limit, after)
+
+    async def embed_query(self, query: str) -> list[float]:
+        with _tracer.start_as_current_span("kb.embed") as span:
+            started = time.perf_counter()
+            [vector] = await self.embedder.embed([query])
+            span.set_attribute("kb.texts", 1)
+            span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
+        return vector
+
+    # -- search ---------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 10,
+        filter: Mapping[str, Any] | None = None,
+        mode: str = "hybrid",
+        rerank: str | None = None,
+        include_vectors: bool = False,
+        depth: int = FUSION_DEPTH,
+        rerank_depth: int = RERANK_DEPTH,
+    ) -> list[Hit]:
+        """The ``top_k`` chunks for ``query`` under ``filter``, best first.
+
+        :raises UnsupportedFilterError: the filter uses an operator the store lacks (any mode).
+        :raises KBError: an unknown mode.
+        """
+        parsed = coerce_filter(filter)
+        if parsed is not None:
+            require_supported(self.store.name, self.store.supported_filter_operators, parsed)
+        wanted = max(top_k, rerank_depth) if rerank else top_k
+        vector_cache: list[list[float]] = []
+
+        async def query_vector() -> list[float]:
+            if not vector_cache:
+                vector_cache.append(await self.embed_query(query))
+            return vector_cache[0]
+
+        with _tracer.start_as_current_span("kb.retrieve") as span:
+            started = time.perf_counter()
+            span.set_attribute("kb.mode", mode)
+            if mode == "dense":
+                ranked = await self._dense(await query_vector(), wanted, filter)
+            elif mode == "sparse":
+                ranked = self._sparse(query, wanted, filter)
+            elif mode == "hybrid":
+                ranked = await self._hybrid(query, query_vector, wanted, filter, depth)
+            else:
+                ranked = await self._extension_mode(mode, query, query_vector, wanted, filter, depth)
+            span.set_attribute("kb.candidates", len(ranked))
+            span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
+        hits = self._hydrate(ranked, include_vectors)
+        if rerank:
+            hits = await self._rerank(rerank, query, hits)
+        return hits[:top_k]
+
+    async def _dense(
+        self, vector: list[float], top_k: int, filter: Mapping[str, Any] | None
+    ) -> list[ScoredChunk]:
+        results = await self.store.query(self.index, vector, top_k=top_k, filter=filter)
+        return [ScoredChunk(r.id, r.score) for r in results]
+
+    def _sparse(self, query: str, top_k: int, filter: Mapping[str, Any] | None) -> list[ScoredChunk]:
+        self.sparse.refresh(self.catalog)
+        parsed = coerce_filter(filter)
+        allowed = None if parsed is None else (lambda meta: matches(parsed, meta))
+        return self.sparse.search(query, top_k, allowed)
+
+    async def _hybrid(
+        self,
+        query: str,
+        query_vector: Callable[[], Awaitable[list[float]]],
+        top_k: int,
+        filter: Mapping[str, Any] | None,
+        depth: int,
+    ) -> list[ScoredChunk]:
+        n = max(top_k, depth)
+        sparse = self._sparse(query, n, filter)
+        dense = await self._dense(await query_vector(), n, filter)
+        with _tracer.start_as_current_span("kb.fuse") as span:
+            fused = reciprocal_rank_fusion([dense, sparse], k=RRF_K)
+            span.set_attribute("kb.dense", len(dense))
+            span.set_attribute("kb.sparse", len(sparse))
+            span.set_attribute("kb.fused", len(fused))
+        return fused[:top_k]
+
+    async def _extension_mode(
+        self,
+        mode: str,
+        query: str,
+        query_vector: Callable[[], Awaitable[list[float]]],
+        top_k: int,
+        filter: Mapping[str, Any] | None,
+        depth: int,
+    ) -> list[ScoredChunk]:
+        owner = next((e for e in self.extensions.values() if mode in e.modes), None)
+        if owner is None:
+            raise KBError(f"search mode {mode!r} is not available; modes: {', '.join(self.modes)}")
+
+        async def seeds(k: int) -> list[ScoredChunk]:
+            return await self._hybrid(query, query_vector, k, filter, max(k, depth))
+
+        request = RetrievalRequest(query, top_k, filter, seeds, query_vector)
+        return (await owner.retrieve(mode, request))[:top_k]
+
+    def _hydrate(self, ranked: list[ScoredChunk], include_vectors: bool) -> list[Hit]:
+        chunks = {c.id: c for c in self.catalog.chunks([r.id for r in ranked], include_vectors)}
+        return [Hit(chunks[r.id], r.score) for r in ranked if r.id in chunks]
+
+    async def _rerank(self, name: str, query: str, hits: list[Hit]) -> list[Hit]:
+        from toolkernel_rag.rerankers import Candidate, rerank
+
+        if not hits:
+            return hits
+        with _tracer.start_as_current_span("kb.rerank") as span:
+            started = time.perf_counter()
+            # Candidates carry their retrieval scores: a reranker that blends them in (weighted) uses them.
+            candidates = [Candidate(h.chunk.text, h.score) for h in hits]
+            order = await rerank(self.reranker(name), query, candidates)
+            span.set_attribute("kb.reranker", name)
+            span.set_attribute("kb.candidates", len(hits))
+            span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
+        return [Hit(hits[i].chunk, score) for i, score in order]
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[ScoredChunk]], k: int = RRF_K) -> list[ScoredChunk]:
+    """Fuse rankings: each chunk scores ``sum(1 / (k + rank))`` over the rankings it appears in."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item.id] = scores.get(item.id, 0.0) + 1.0 / (k + rank)
+    return [ScoredChunk(i, s) for i, s in sorted(scores.items(), key=lambda kv: -kv[1])]
+
+
+class _ExtensionContext:
+    """What one extension sees of the knowledge base (:class:`toolkernel.knowledge.KBContext`)."""
+
+    def __init__(self, kb: KnowledgeBase, extension: str) -> None:
+        self._kb = kb
+        self._extension = extension
+
+    @property
+    def name(self) -> str:
+        return self._kb.name
+
+    @property
+    def directory(self) -> Path:
+        path = self._kb.directory / EXTENSIONS_DIR / self._extension
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def embedder(self) -> str:
+        return self._kb.manifest.embedder.name
+
+    @property
+    def dimension(self) -> int:
+        return self._kb.manifest.embedder.dimension
+
+    async def load_chunks(self, ids: Sequence[str], *, include_vectors: bool = False) -> list[ChunkRecord]:
+        return [c.record(include_vectors) for c in self._kb.catalog.chunks(ids, include_vectors)]
+
+    def matches(self, filter: Mapping[str, Any] | None, metadata: Mapping[str, Any]) -> bool:
+        return filter is None or matches(filter, metadata)
+
+
+# -- manifests --------------------------------------------------------------------------------
+
+
+async def _new_manifest(
+    directory: Path,
+    kernel: Kernel,
+    embedder: str | None,
+    embedder_options: Mapping[str, Any] | None,
+    store: str | None,
+    store_options: Mapping[str, Any] | None,
+    chunker: Mapping[str, Any] | None,
+) -> Manifest:
+    settings = rag_settings(kernel)
+    embedder_name = embedder or settings.embedder
+    if embedder_options is None and embedder is None:
+        embedder_options = settings.embedder_options
+    made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
+    store_name = store or settings.store
+    options = dict(store_options if store_options is not None else settings.store_options)
+    if store_name == DEFAULT_STORE and not options:
+        options = {"path": STORE_DIR}
+    chunker_spec = dict(chunker) if chunker is not None else default_chunker(settings)
+    if chunker_spec.get("length") == "tokens" and "tokenizer" not in chunker_spec:
+        from toolkernel_rag.chunking import known_tokenizer
+
+        if known_tokenizer(embedder_name):
+            chunker_spec["tokenizer"] = embedder_name
+        elif chunker is None and settings.chunk_length == "tokens":
+            # No tokenizer known for this embedder: size the default in characters (~4 per token).
+            chunker_spec.update(length="characters", size=1000, overlap=120)
+    name = kb_name(directory)
+    manifest = Manifest(
+        name=name,
+        embedder=EmbedderSpec(
+            name=embedder_name, dimension=made.dimension, options=dict(embedder_options or {})
+        ),
+        chunker=chunker_spec,
+        store=StoreSpec(name=store_name, index=name.replace(".", "-"), options=options),
+    )
+    # Check the chunker's options now, not on the first document.
+    probe = dict(chunker_spec)
+    kind = probe.pop("name")
+    kernel.chunker("recursive" if kind == "auto" else kind, **probe)
+    return manifest
+
+
+def rag_settings(kernel: Kernel) -> RagSettings:
+    """``[plugins.rag]`` when this plugin is loaded in ``kernel``, else the defaults."""
+    if "rag" in kernel.settings_models:
+        found = kernel.settings("rag")
+        if isinstance(found, RagSettings):
+            return found
+    return RagSettings()
+
+
+def default_chunker(settings: RagSettings) -> dict[str, Any]:
+    """The chunker spec a new knowledge base records, from the settings.
+
+    The default is sized in the embedder's tokens: MiniLM reads 256 tokens, [CLS] and [SEP] included.
+    """
+    return {
+        "name": settings.chunker,
+        "size": settings.chunk_size,
+        "overlap": settings.chunk_overlap,
+        "length": settings.chunk_length,
+    }
+
+
+def _check_agrees(
+    directory: Path,
+    manifest: Manifest,
+    embedder: str | None,
+    store: str | None,
+    chunker: Mapping[str, Any] | None,
+) -> None:
+    where = f"knowledge base {str(directory)!r}"
+    if embedder is not None and embedder != manifest.embedder.name:
+        raise KBError(
+            f"{where} was embedded with {manifest.embedder.name!r}; searching or adding with {embedder!r} "
+            "would compare vectors of different models. Use the same embedder or ingest into a new one"
+        )
+    if store is not None and store != manifest.store.name:
+        raise KBError(f"{where} keeps its vectors in store {manifest.store.name!r}, not {store!r}")
+    if chunker is not None:
+        wanted = {k: v for k, v in chunker.items() if v is not None}
+        recorded = {k: manifest.chunker.get(k) for k in wanted}
+        if recorded != wanted:
+            raise KBError(
+                f"{where} was chunked with {manifest.chunker}; asked for {dict(chunker)}. "
+                "Ingest into a new knowledge base to chunk differently"
+            )
+
+
+def _store_options(kb: KnowledgeBase) -> dict[str, Any]:
+    options = dict(kb.manifest.store.options)
+    path = options.get("path")
+    if isinstance(path, str) and not Path(path).is_absolute():
+        options["path"] = str(kb.directory / path)
+    return options

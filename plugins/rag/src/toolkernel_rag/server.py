@@ -1,0 +1,380 @@
+"""A knowledge base as MCP: ``search``, ``fetch_document``, ``chunk_document``, document resources, a prompt.
+
+:func:`mount_kb` adds them to any :class:`~toolkernel.MCPServer`; :func:`kb_server` makes a
+server that holds only them (what ``toolkernel kb serve`` serves). Access control lives in
+:class:`KBServerOptions`: a **mandatory filter** and the **tenant** filter are joined with the
+model's filter by ``$and``, so a model can narrow results and never widen them; only the
+settings named in ``meta_overrides`` may be changed per request (through
+``_meta["toolkernel/context"]``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from toolkernel.context import ToolContext
+from toolkernel.prompts import Prompt, PromptArgument
+from toolkernel.resources import Resource, ResourceTemplate
+from toolkernel.tools import Tool, ToolResult, create_tool, text_block
+from toolkernel_rag.kb import Hit, KnowledgeBase
+from toolkernel_rag.layout import KBError
+from toolkernel_rag.shapes import SearchHit, SearchResults, Source, output_schema, search_input_schema
+
+if TYPE_CHECKING:
+    from toolkernel.server import MCPServer
+
+TenantResolver = Callable[[ToolContext], "Mapping[str, Any] | None"]
+"""``resolver(ctx) -> filter``: the tenant's filter for this request (from ``ctx.auth``, ``ctx.values``)."""
+
+OVERRIDABLE = frozenset({"mode", "top_k", "rerank", "depth", "rerank_depth"})
+"""Settings ``meta_overrides`` may name."""
+
+
+@dataclass(frozen=True)
+class KBServerOptions:
+    """How a knowledge base is exposed: defaults, the filters a model cannot escape, per-request overrides.
+
+    :param mandatory_filter: joined to every search by ``$and`` (e.g. ``{"public": True}``).
+    :param tenant: resolves the caller's tenant filter from the request; ``None`` from it
+        refuses the search (an unresolved tenant sees nothing, rather than everything).
+    :param reranker: the reranker ``rerank: true`` uses (a name registered via
+        ``register_rerankers``); ``None`` makes ``rerank: true`` an error.
+    :param rerank_by_default: rerank when the model does not say.
+    :param meta_overrides: settings a request may override through ``_meta["toolkernel/context"]``
+        (a subset of :data:`OVERRIDABLE`); others are ignored.
+    :param listed_documents: how many documents ``resources/list`` shows (all are readable
+        through the template).
+    """
+
+    mandatory_filter: Mapping[str, Any] | None = None
+    tenant: TenantResolver | None = None
+    reranker: str | None = None
+    rerank_by_default: bool = False
+    default_mode: str = "hybrid"
+    default_top_k: int = 10
+    max_top_k: int = 100
+    depth: int = 100
+    rerank_depth: int = 50
+    meta_overrides: Collection[str] = field(default_factory=frozenset)
+    listed_documents: int = 1000
+
+    def __post_init__(self) -> None:
+        unknown = set(self.meta_overrides) - OVERRIDABLE
+        if unknown:
+            raise KBError(
+                f"meta_overrides: {sorted(unknown)} cannot be overridden per request; "
+                f"choose from {sorted(OVERRIDABLE)}"
+            )
+
+
+def effective_filter(*parts: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Join filters with ``$and``; each part must hold, so no part can widen another."""
+    present = [dict(p) for p in parts if p]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else {"$and": present}
+
+
+def document_uri(kb: KnowledgeBase, document_id: str) -> str:
+    """``kb://NAME/documents/ID`` with the id percent-encoded (ids may hold '/')."""
+    return f"kb://{kb.name}/documents/{quote(document_id, safe='')}"
+
+
+def kb_server(kb: KnowledgeBase, options: KBServerOptions | None = None) -> MCPServer:
+    """An MCP server offering ``kb``'s tools, resources and prompt."""
+    from toolkernel.server import MCPServer
+
+    server = MCPServer(
+        f"kb-{kb.name}",
+        "0.1.0",
+        description=f"Knowledge base {kb.name!r}: search its documents and read them with their sources.",
+        instructions=(
+            "Call search to find passages; cite their source URIs. fetch_document or the "
+            "kb:// resources return whole documents."
+        ),
+        kernel=kb.kernel,
+    )
+    mount_kb(server, kb, options)
+    return server
+
+
+def mount_kb(server: MCPServer, kb: KnowledgeBase, options: KBServerOptions | None = None) -> None:
+    """Add ``kb``'s tools (and its extensions'), document resources and prompt to ``server``."""
+    opts = options or KBServerOptions()
+    for tool in kb_tools(kb, opts):
+        server.add_tool(tool)
+    for extension in kb.extensions.values():
+        for tool in extension.tools():
+            server.add_tool(tool)
+    for resource in document_resources(kb, opts):
+        server.add_resource(resource)
+    server.add_prompt(answer_prompt(kb, opts))
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+
+def kb_tools(kb: KnowledgeBase, options: KBServerOptions) -> list[Tool]:
+    """``search``, ``fetch_document`` and ``chunk_document`` for ``kb``."""
+    return [_search_tool(kb, options), _fetch_tool(kb), _chunk_tool(kb)]
+
+
+def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
+    rerankers = list(kb.kernel.rerankers)
+    schema = search_input_schema(
+        supported_operators=kb.store.supported_filter_operators,
+        modes=kb.modes,
+        rerankers=rerankers,
+        default_mode=options.default_mode,
+        default_top_k=options.default_top_k,
+        max_top_k=options.max_top_k,
+    )
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        settings = _request_settings(args, ctx, options)
+        tenant_filter = None
+        if options.tenant is not None:
+            tenant_filter = options.tenant(ctx)
+            if tenant_filter is None:
+                raise KBError("no tenant could be resolved for this request; search refused")
+        where = effective_filter(options.mandatory_filter, tenant_filter, args.get("filter"))
+        hits = await kb.search(
+            args["query"],
+            top_k=settings["top_k"],
+            filter=where,
+            mode=settings["mode"],
+            rerank=_reranker_name(settings["rerank"], options),
+            include_vectors=bool(args.get("include_vectors", False)),
+            depth=settings["depth"],
+            rerank_depth=settings["rerank_depth"],
+        )
+        results = SearchResults(
+            results=[_shape(kb, h, bool(args.get("include_sources", True))) for h in hits]
+        )
+        # Absent rather than null: no vector unless asked for, no source when left out.
+        structured = results.model_dump(mode="json", exclude_none=True)
+        return ToolResult(content=[text_block(_as_text(results))], structured=structured)
+
+    return create_tool(
+        id="search",
+        description=(
+            f"Search the knowledge base {kb.name!r} for passages relevant to a query. Returns the best "
+            "passages with their document id, score, metadata and source (a kb:// URI to cite or read)."
+        ),
+        input_schema=schema,
+        output_schema=output_schema(),
+        execute=execute,
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+    )
+
+
+def _request_settings(args: Mapping[str, Any], ctx: ToolContext, options: KBServerOptions) -> dict[str, Any]:
+    """Tool arguments over server defaults, then allowed ``_meta`` overrides over both."""
+    settings: dict[str, Any] = {
+        "mode": args.get("mode", options.default_mode),
+        "top_k": args.get("top_k", options.default_top_k),
+        "rerank": args.get("rerank", options.rerank_by_default),
+        "depth": options.depth,
+        "rerank_depth": options.rerank_depth,
+    }
+    for key in options.meta_overrides:
+        if key in ctx.values:
+            settings[key] = ctx.values[key]
+    top_k = settings["top_k"]
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= options.max_top_k:
+        raise KBError(f"top_k must be an integer from 1 to {options.max_top_k}, got {top_k!r}")
+    return settings
+
+
+def _reranker_name(rerank: Any, options: KBServerOptions) -> str | None:
+    if rerank is False or rerank is None:
+        return None
+    if rerank is True:
+        if options.reranker is None:
+            raise KBError("rerank: this server has no default reranker; name one (see the rerank enum)")
+        return options.reranker
+    if isinstance(rerank, str):
+        return rerank
+    raise KBError(f"rerank must be true, false or a reranker name, got {rerank!r}")
+
+
+def _shape(kb: KnowledgeBase, hit: Hit, include_sources: bool) -> SearchHit:
+    chunk = hit.chunk
+    meta = chunk.metadata
+    source = (
+        Source(
+            uri=document_uri(kb, chunk.document_id),
+            document_id=chunk.document_id,
+            path=str(meta["path"]) if "path" in meta else None,
+            title=str(meta["title"]) if "title" in meta else None,
+            start=chunk.start,
+            end=chunk.end,
+        )
+        if include_sources
+        else None
+    )
+    return SearchHit(
+        id=chunk.id,
+        document_id=chunk.document_id,
+        score=hit.score,
+        text=chunk.text,
+        metadata=meta,
+        source=source,
+        vector=chunk.vector,
+    )
+
+
+def _as_text(results: SearchResults) -> str:
+    if not results.results:
+        return "No passages found."
+    parts = []
+    for n, hit in enumerate(results.results, start=1):
+        where = hit.source.uri if hit.source else hit.document_id
+        title = f" {hit.source.title}" if hit.source and hit.source.title else ""
+        parts.append(f"[{n}]{title} ({where}, score {hit.score:.4g})\n{hit.text}")
+    return "\n\n".join(parts)
+
+
+def _fetch_tool(kb: KnowledgeBase) -> Tool:
+    schema = {
+        "type": "object",
+        "properties": {"document_id": {"type": "string", "minLength": 1}},
+        "required": ["document_id"],
+        "additionalProperties": False,
+    }
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        found = kb.document(args["document_id"])
+        if found is None:
+            raise KBError(f"no document {args['document_id']!r} in knowledge base {kb.name!r}")
+        row, text = found
+        structured = {"id": row.id, "uri": document_uri(kb, row.id), "metadata": row.metadata, "text": text}
+        return ToolResult(content=[text_block(text)], structured=structured)
+
+    return create_tool(
+        id="fetch_document",
+        description=f"The whole text and metadata of one document of {kb.name!r}, by its document_id.",
+        input_schema=schema,
+        execute=execute,
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+    )
+
+
+def _chunk_tool(kb: KnowledgeBase) -> Tool:
+    names = list(kb.kernel.chunkers)
+    schema = {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "The document text to split."},
+            "chunker": {"type": "string", "enum": names, "default": "recursive"},
+            "size": {"type": "integer", "minimum": 1, "default": 1000},
+            "overlap": {"type": "integer", "minimum": 0, "default": 0},
+            "length": {
+                "type": "string",
+                "enum": ["characters", "tokens"],
+                "default": "characters",
+                "description": f"tokens: counted with the tokenizer of {kb.manifest.embedder.name}.",
+            },
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+
+    async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        options: dict[str, Any] = {
+            "size": args.get("size", 1000),
+            "overlap": args.get("overlap", 0),
+            "length": args.get("length", "characters"),
+        }
+        if options["length"] == "tokens":
+            options["tokenizer"] = kb.manifest.embedder.name
+        chunker = kb.kernel.chunker(args.get("chunker", "recursive"), **options)
+        chunks = [
+            {"text": c.text, "start": c.start, "end": c.end, "metadata": dict(c.metadata)}
+            for c in chunker.chunk(args["text"])
+        ]
+        structured = {"chunker": chunker.describe(), "chunks": chunks}
+        return ToolResult(
+            content=[text_block(json.dumps(structured, ensure_ascii=False))], structured=structured
+        )
+
+    return create_tool(
+        id="chunk_document",
+        description="Split a text into chunks with one of the installed chunkers (nothing is stored).",
+        input_schema=schema,
+        execute=execute,
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+    )
+
+
+# -- resources and the prompt -----------------------------------------------------------------------
+
+
+def document_resources(kb: KnowledgeBase, options: KBServerOptions) -> list[Resource | ResourceTemplate]:
+    """The first ``listed_documents`` documents as resources, and a template that reads any of them."""
+
+    def reader(document_id: str) -> Callable[[], str]:
+        def read() -> str:
+            found = kb.document(document_id)
+            if found is None:
+                raise KBError(f"no document {document_id!r} in knowledge base {kb.name!r}")
+            return found[1]
+
+        return read
+
+    listed: list[Resource | ResourceTemplate] = [
+        Resource(
+            uri=document_uri(kb, row.id),
+            name=row.id,
+            title=str(row.metadata.get("title", row.id)),
+            mime_type="text/markdown" if row.metadata.get("kind") in ("markdown", "html") else "text/plain",
+            read=reader(row.id),
+        )
+        for row in kb.documents(limit=options.listed_documents)
+    ]
+
+    def read_template(id: str) -> str:
+        return reader(unquote(id))()
+
+    listed.append(
+        ResourceTemplate(
+            uri_template=f"kb://{kb.name}/documents/{{id}}",
+            name="document",
+            description=f"A document of {kb.name!r} by its (percent-encoded) document id.",
+            read=read_template,
+        )
+    )
+    return listed
+
+
+def answer_prompt(kb: KnowledgeBase, options: KBServerOptions) -> Prompt:
+    """``answer_with_sources``: the question with the top passages, asking for an answer that cites them."""
+
+    async def render(question: str, top_k: str = "5") -> str:
+        count = int(top_k) if top_k.isdigit() else 5
+        where = effective_filter(options.mandatory_filter)
+        if options.tenant is not None:
+            raise KBError("answer_with_sources is unavailable when results depend on the caller's tenant")
+        hits = await kb.search(question, top_k=max(1, min(count, options.max_top_k)), filter=where)
+        passages = "\n\n".join(
+            f"[{n}] ({document_uri(kb, h.chunk.document_id)})\n{h.chunk.text}" for n, h in enumerate(hits, 1)
+        )
+        return (
+            "Answer the question using only the passages below. Cite each claim with the passage "
+            "number in brackets, and list the sources you cited at the end. If the passages do not "
+            f"answer it, say so.\n\nQuestion: {question}\n\nPassages:\n\n{passages or '(none found)'}"
+        )
+
+    return Prompt(
+        name="answer_with_sources",
+        render=render,
+        description=f"Answer a question from {kb.name!r}, citing the passages used.",
+        arguments=[
+            PromptArgument("question", "The question to answer.", required=True),
+            PromptArgument("top_k", "How many passages to include (default 5)."),
+        ],
+    )

@@ -1,0 +1,41 @@
+"""``[plugins.rag]``: what a new knowledge base is built with, and how it is served.
+
+Every field has the embedded default, so nothing needs configuring. The build fields
+(``embedder``, ``store``, ``chunker`` and its sizes) apply when a knowledge base is created;
+afterwards its manifest decides, and a mismatch is an error::
+
+    [plugins.rag]
+    embedder = "openai/text-embedding-3-small"
+    store = "pgvector"
+    store_options = { dsn = "postgresql://localhost/rag" }
+    reranker = "cross-encoder"
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RagSettings(BaseModel):
+    """The settings of toolkernel-rag (``[plugins.rag]``, ``TOOLKERNEL_RAG_<FIELD>``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    embedder: str = Field("local/minilm-l6-int8", description="provider/model of a new knowledge base.")
+    embedder_options: dict[str, Any] = Field(default_factory=dict, description="Options of the embedder.")
+    store: str = Field("qdrant", description="Vector store of a new knowledge base (a registered name).")
+    store_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Factory options of the store; for qdrant the default keeps it on disk under the KB.",
+    )
+    chunker: str = Field("auto", description="'auto' (markdown/json/recursive by file type) or a chunker.")
+    chunk_size: int = Field(250, gt=0, description="In `chunk_length` units.")
+    chunk_overlap: int = Field(30, ge=0)
+    chunk_length: Literal["characters", "tokens"] = Field(
+        "tokens", description="tokens: counted with the embedder's own tokenizer when one is known."
+    )
+    reranker: str | None = Field(None, description="The reranker `rerank: true` uses when serving.")
+    depth: int = Field(100, gt=0, description="Candidates dense and sparse each give the fusion.")
+    rerank_depth: int = Field(50, gt=0, description="Candidates a reranker re-scores.")

@@ -1,0 +1,159 @@
+"""The shapes the ``search`` tool takes and returns, and its input schema per store.
+
+``search`` returns ``structuredContent`` ``{"results": [SearchHit, ...]}`` and the same
+passages as text for models that read text. Its ``filter`` argument's JSON Schema lists
+exactly the operators the configured store evaluates, so a model sees what it may use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolkernel.filters import FIELD_OPERATORS, LOGICAL_OPERATORS
+
+BUILTIN_MODES = ("hybrid", "dense", "sparse")
+"""Retrieval modes every knowledge base answers; extensions add more."""
+
+
+class Source(BaseModel):
+    """Where a passage comes from: the document's resource URI, its path and title, the passage's span."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    uri: str = Field(description="kb://NAME/documents/ID: read it for the whole document.")
+    document_id: str
+    path: str | None = None
+    title: str | None = None
+    start: int | None = Field(None, description="Character offset of the passage in the document text.")
+    end: int | None = None
+
+
+class SearchHit(BaseModel):
+    """One passage ``search`` found."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="The chunk id.")
+    document_id: str
+    score: float = Field(description="Higher is better; the scale depends on mode and reranker.")
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: Source | None = Field(None, description="Present unless include_sources is false.")
+    vector: list[float] | None = Field(None, description="Only with include_vectors.")
+
+
+class SearchResults(BaseModel):
+    """What ``search`` returns as structured content."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    results: list[SearchHit]
+
+
+def filter_schema(supported: Collection[str]) -> dict[str, Any]:
+    """A JSON Schema for the Mongo-style filter language restricted to the ``supported`` operators."""
+    scalar: dict[str, Any] = {"type": ["string", "number", "boolean"]}
+    scalars: dict[str, Any] = {"type": "array", "items": scalar, "minItems": 1}
+    operand: dict[str, dict[str, Any]] = {
+        "$eq": scalar,
+        "$ne": scalar,
+        "$gt": {"type": ["string", "number"]},
+        "$gte": {"type": ["string", "number"]},
+        "$lt": {"type": ["string", "number"]},
+        "$lte": {"type": ["string", "number"]},
+        "$in": scalars,
+        "$nin": scalars,
+        "$all": scalars,
+        "$exists": {"type": "boolean"},
+        "$regex": {"type": "string"},
+    }
+    field_ops = sorted(op for op in FIELD_OPERATORS if op in supported)
+    condition: dict[str, Any] = {
+        "type": "object",
+        "properties": {op: operand[op] for op in field_ops},
+        "additionalProperties": False,
+        "minProperties": 1,
+    }
+    if "$not" in supported:
+        condition["properties"]["$not"] = {"$ref": "#/$defs/condition"}
+    field_value: dict[str, Any] = {"anyOf": [{"$ref": "#/$defs/condition"}]}
+    if "$eq" in supported:
+        field_value["anyOf"].append(scalar)
+    if "$in" in supported:
+        field_value["anyOf"].append(scalars)
+    logical = sorted(op for op in LOGICAL_OPERATORS if op in supported)
+    properties: dict[str, Any] = {}
+    for op in logical:
+        properties[op] = (
+            {"$ref": "#/$defs/filter"}
+            if op == "$not"
+            else {"type": "array", "items": {"$ref": "#/$defs/filter"}, "minItems": 1}
+        )
+    node: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "patternProperties": {"^[^$]": {"$ref": "#/$defs/field"}},
+        "additionalProperties": False,
+    }
+    return {"$defs": {"filter": node, "field": field_value, "condition": condition}, "node": node}
+
+
+def search_input_schema(
+    *,
+    supported_operators: Collection[str],
+    modes: Sequence[str],
+    rerankers: Sequence[str],
+    default_mode: str = "hybrid",
+    default_top_k: int = 10,
+    max_top_k: int = 100,
+) -> dict[str, Any]:
+    """The ``search`` tool's input schema for a store, the modes on offer and the rerankers installed."""
+    built = filter_schema(supported_operators)
+    ops = ", ".join(sorted(supported_operators))
+    rerank: dict[str, Any] = {
+        "description": "Rerank the passages: true uses the server's reranker, a name picks one, false none.",
+        "anyOf": [{"type": "boolean"}] + ([{"type": "string", "enum": list(rerankers)}] if rerankers else []),
+    }
+    return {
+        "type": "object",
+        "$defs": built["$defs"],
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "description": "What to look for, in plain words."},
+            "top_k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": max_top_k,
+                "default": default_top_k,
+                "description": "How many passages to return.",
+            },
+            "filter": {
+                **built["node"],
+                "description": (
+                    'Mongo-style metadata filter, e.g. {"path": {"$regex": "^docs/"}}. '
+                    f"Operators this knowledge base supports: {ops}."
+                ),
+            },
+            "mode": {
+                "type": "string",
+                "enum": list(modes),
+                "default": default_mode,
+                "description": "hybrid: dense + BM25 fused by reciprocal rank; dense: vectors only; "
+                "sparse: BM25 only" + ("; " + ", ".join(modes[3:]) + ": extensions" if modes[3:] else ""),
+            },
+            "rerank": rerank,
+            "include_vectors": {"type": "boolean", "default": False},
+            "include_sources": {"type": "boolean", "default": True},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def output_schema() -> dict[str, Any]:
+    """The ``search`` tool's output schema."""
+    schema = SearchResults.model_json_schema()
+    schema.pop("title", None)
+    return schema

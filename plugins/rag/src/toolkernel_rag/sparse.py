@@ -1,0 +1,134 @@
+"""The sparse index beside the vectors: BM25 (bm25s) over Snowball-stemmed terms.
+
+Every chunk's terms are computed once at ingestion and kept in the catalog; the BM25
+matrix is rebuilt from them whenever the catalog's generation moves (ingestion added,
+replaced or deleted documents), which for 5,000 SciFact abstracts takes well under a
+second, then saved under ``sparse/`` so a server starts without rebuilding. bm25s has no
+incremental update; rebuilding from stored terms is what makes it follow add, replace and
+delete. Filters are applied by walking the BM25 ranking best-first and testing each chunk's
+metadata with the kernel's reference filter semantics, so every store's operators work.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from toolkernel.knowledge import ScoredChunk
+from toolkernel_rag.layout import SparseSpec
+
+if TYPE_CHECKING:
+    from toolkernel_rag.catalog import Catalog
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")
+_STATE = "state.json"
+
+
+class Analyzer:
+    """Text → BM25 terms: lowercase, words of two or more characters, stop words out, stemmed."""
+
+    def __init__(self, language: str) -> None:
+        import Stemmer  # type: ignore[import-not-found]
+        from bm25s.stopwords import STOPWORDS_EN  # type: ignore[import-untyped]
+
+        self._stemmer = Stemmer.Stemmer(language)
+        self._stop = frozenset(STOPWORDS_EN) if language == "english" else frozenset()
+
+    def terms(self, text: str) -> list[str]:
+        words = [w for w in _TOKEN.findall(text.lower()) if w not in self._stop]
+        return list(self._stemmer.stemWords(words))
+
+
+class SparseIndex:
+    """BM25 over a knowledge base's chunks, kept in step with its catalog."""
+
+    def __init__(self, directory: Path, spec: SparseSpec) -> None:
+        self.directory = directory
+        self.spec = spec
+        self.analyzer = Analyzer(spec.language)
+        self._retriever: Any = None
+        self._ids: list[str] = []
+        self._metadata: list[dict[str, Any]] = []
+        self._generation = -1
+
+    def terms(self, text: str) -> str:
+        """The terms of ``text`` as the catalog stores them (space-separated)."""
+        return " ".join(self.analyzer.terms(text))
+
+    def refresh(self, catalog: Catalog) -> None:
+        """Load the saved index, or rebuild it from the catalog when the catalog has moved on."""
+        generation = catalog.generation()
+        if generation == self._generation:
+            return
+        if not self._load(generation):
+            self._build(catalog, generation)
+
+    def _load(self, generation: int) -> bool:
+        import bm25s  # type: ignore[import-untyped]
+
+        try:
+            state = json.loads((self.directory / _STATE).read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return False
+        if state.get("generation") != generation:
+            return False
+        self._ids, self._metadata = state["ids"], state["metadata"]
+        self._retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=False) if self._ids else None
+        self._generation = generation
+        return True
+
+    def _build(self, catalog: Catalog, generation: int) -> None:
+        import bm25s
+
+        ids, metadata, corpus = [], [], []
+        for chunk_id, terms, meta in catalog.all_terms():
+            ids.append(chunk_id)
+            metadata.append(meta)
+            corpus.append(terms.split())
+        retriever = None
+        if ids:
+            retriever = bm25s.BM25(k1=self.spec.k1, b=self.spec.b, method="lucene")
+            retriever.index(corpus, show_progress=False)
+        # Written to a fresh directory, then swapped in: a crash leaves a complete index or none.
+        staging = self.directory.with_name(self.directory.name + ".new")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        if retriever is not None:
+            retriever.save(str(staging / "bm25"), show_progress=False)
+        (staging / _STATE).write_text(
+            json.dumps({"generation": generation, "ids": ids, "metadata": metadata}), encoding="utf-8"
+        )
+        shutil.rmtree(self.directory, ignore_errors=True)
+        staging.rename(self.directory)
+        self._retriever, self._ids, self._metadata, self._generation = retriever, ids, metadata, generation
+
+    def search(
+        self, query: str, top_k: int, allowed: Callable[[Mapping[str, Any]], bool] | None = None
+    ) -> list[ScoredChunk]:
+        """The ``top_k`` chunks by BM25 whose metadata ``allowed`` accepts, best first."""
+        if self._retriever is None:
+            return []
+        vocab = self._retriever.vocab_dict
+        terms = [t for t in self.analyzer.terms(query) if t in vocab]
+        if not terms:
+            return []
+        scores = self._retriever.get_scores(terms)
+        positive = np.flatnonzero(scores > 0)
+        if allowed is None and len(positive) > top_k:
+            best = positive[np.argpartition(-scores[positive], top_k - 1)[:top_k]]
+        else:
+            best = positive
+        order = best[np.argsort(-scores[best], kind="stable")]
+        out: list[ScoredChunk] = []
+        for i in order:
+            if allowed is None or allowed(self._metadata[i]):
+                out.append(ScoredChunk(self._ids[i], float(scores[i])))
+                if len(out) == top_k:
+                    break
+        return out

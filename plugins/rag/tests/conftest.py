@@ -1,0 +1,69 @@
+"""Fixtures: a kernel with only this plugin and the embedded default's plugins, and small corpora."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolkernel import Kernel
+
+EMBEDDER = "local/wordllama-256"
+"""A real offline model, fast enough to embed a test corpus in well under a second."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("TOOLKERNEL_CONFIG", "TOOLKERNEL_LOAD_PLUGINS", "TOOLKERNEL_DISABLE_PLUGINS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TOOLKERNEL_KB_HOME", str(tmp_path / "kb-home"))
+
+
+def make_kernel(*extra: object) -> Kernel:
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import plugin as rag
+
+    return Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed, *extra])
+
+
+@pytest.fixture
+def rag_kernel() -> Kernel:
+    return make_kernel()
+
+
+PAGES = {
+    "guide/install.md": "---\ntitle: Installing\ntags: [setup, alpha]\nversion: 2\n---\n# Installing\n\n"
+    "Run pip install toolkernel to install the kernel. Python 3.11 or newer is needed.\n\n"
+    "## Offline\n\nWheels can be copied to machines without network access.\n",
+    "guide/vectors.md": "# Vector stores\n\nQdrant Edge keeps vectors on disk inside the process. "
+    "pgvector stores them in PostgreSQL, Chroma in its own server.\n",
+    "notes/cooking.txt": "Bread needs flour, water, salt and yeast. Knead it for ten minutes "
+    "and let it rise for an hour before baking.\n",
+    "web/page.html": "<html><head><title>Gardening</title></head><body><h1>Tomatoes</h1>"
+    "<p>Tomatoes need sun and regular watering.</p><h2>Pests</h2><p>Aphids eat tomato leaves.</p>"
+    "</body></html>",
+    "data/config.json": json.dumps({"server": {"port": 8000, "host": "localhost"}, "debug": False}),
+}
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A small directory of markdown, text, HTML and JSON documents."""
+    root = tmp_path / "corpus"
+    for relative, text in PAGES.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def write_records(path: Path, records: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path

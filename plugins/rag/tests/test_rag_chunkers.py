@@ -1,0 +1,135 @@
+"""The registered chunkers: offsets, sizes in characters and in real MiniLM tokens, header paths, errors."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from toolkernel import Kernel
+from toolkernel.chunkers import Chunker
+from toolkernel.errors import ConfigError
+from toolkernel_rag.chunking import load_tokenizer
+
+PROSE = " ".join(
+    f"Sentence number {i} talks about topic {i % 7}, with a few more words to make it longer."
+    for i in range(120)
+)
+MARKDOWN = (
+    "# Guide\n\nIntro paragraph.\n\n## Install\n\n"
+    + "pip install things. " * 40
+    + "\n\n### Offline\n\nCopy wheels.\n\n## Use\n\nCall it.\n\n```\n# not a heading\n```\n"
+)
+
+
+def test_every_chunker_is_registered(rag_kernel: Kernel) -> None:
+    assert set(rag_kernel.chunkers) >= {
+        "recursive",
+        "character",
+        "token",
+        "sentence",
+        "markdown",
+        "html",
+        "code",
+        "json",
+    }
+
+
+@pytest.mark.parametrize("name", ["recursive", "character", "sentence", "markdown"])
+def test_offsets_point_at_the_chunk_text(rag_kernel: Kernel, name: str) -> None:
+    chunker = rag_kernel.chunker(name, size=200, overlap=40)
+    assert isinstance(chunker, Chunker)
+    chunks = chunker.chunk(PROSE)
+    assert len(chunks) > 5
+    for chunk in chunks:
+        assert PROSE[chunk.start : chunk.end] == chunk.text
+    assert chunks[0].start == 0
+    assert chunks[-1].end == len(PROSE.rstrip())
+
+
+def test_recursive_chunks_fit_in_embedder_tokens(rag_kernel: Kernel) -> None:
+    chunker = rag_kernel.chunker(
+        "recursive", size=100, overlap=10, length="tokens", tokenizer="local/minilm-l6-int8"
+    )
+    tokenizer = load_tokenizer("local/minilm-l6-int8")
+    chunks = chunker.chunk(PROSE)
+    counts = [len(tokenizer.encode(c.text, add_special_tokens=False).ids) for c in chunks]
+    assert max(counts) <= 100
+    assert min(counts[:-1]) > 60  # filled, not cut short
+
+
+def test_the_shipped_minilm_tokenizer_neither_truncates_nor_pads() -> None:
+    # The tokenizer.json inside the package truncates at 128 and pads: a count would be capped at 128.
+    tokenizer = load_tokenizer("local/minilm-l6-int8")
+    assert len(tokenizer.encode(PROSE, add_special_tokens=False).ids) > 1000
+    assert len(tokenizer.encode("short text").ids) == 4  # [CLS] short text [SEP], no padding
+
+
+def test_token_chunker_windows_and_overlap(rag_kernel: Kernel) -> None:
+    chunker = rag_kernel.chunker(
+        "token", size=50, overlap=10, length="tokens", tokenizer="local/minilm-l6-int8"
+    )
+    tokenizer = load_tokenizer("local/minilm-l6-int8")
+    chunks = chunker.chunk(PROSE)
+    counts = [len(tokenizer.encode(c.text, add_special_tokens=False).ids) for c in chunks]
+    assert all(abs(n - 50) <= 2 for n in counts[:-1])  # re-tokenizing a cut text may merge a piece
+    for first, second in itertools.pairwise(chunks):
+        assert second.start < first.end  # the windows overlap
+
+
+def test_markdown_header_path_goes_into_metadata(rag_kernel: Kernel) -> None:
+    chunks = rag_kernel.chunker("markdown", size=300).chunk(MARKDOWN)
+    by_text = {c.text.split("\n")[0]: c.metadata.get("headers") for c in chunks}
+    assert by_text["# Guide"] == ["Guide"]
+    assert ["Guide", "Install", "Offline"] in by_text.values()
+    assert by_text.get("## Use") == ["Guide", "Use"]
+    assert all(MARKDOWN[c.start : c.end] == c.text for c in chunks)
+    # A '#' line inside a code fence is not a heading.
+    assert not any("not a heading" in str(h) for h in by_text.values())
+
+
+def test_html_chunker_keeps_headings(rag_kernel: Kernel) -> None:
+    html = (
+        "<html><body><h1>Fruit</h1><p>Apples are red.</p><h2>Pears</h2><p>Pears are green.</p></body></html>"
+    )
+    chunks = rag_kernel.chunker("html", size=30).chunk(html)
+    assert [c.metadata.get("headers") for c in chunks] == [["Fruit"], ["Fruit", "Pears"]]
+    assert "<p>" not in "".join(c.text for c in chunks)
+
+
+def test_code_chunker_cuts_at_definitions(rag_kernel: Kernel) -> None:
+    source = "\n\n".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(20))
+    chunks = rag_kernel.chunker("code", size=80, language="python").chunk(source)
+    assert all(c.text.startswith("def f") for c in chunks)
+    assert all(source[c.start : c.end] == c.text for c in chunks)
+
+
+def test_json_chunker_keeps_members_whole(rag_kernel: Kernel) -> None:
+    value = {f"key{i}": {"name": f"item {i}", "tags": ["a", "b"]} for i in range(30)}
+    chunks = rag_kernel.chunker("json", size=120).chunk(json.dumps(value))
+    assert len(chunks) > 3
+    merged: dict[str, object] = {}
+    for chunk in chunks:
+        assert len(chunk.text) <= 120
+        merged.update(json.loads(chunk.text))
+    assert merged == value
+
+
+def test_character_chunker_uses_separators(rag_kernel: Kernel) -> None:
+    text = "alpha beta|gamma delta|epsilon"
+    chunks = rag_kernel.chunker("character", size=12, separators=["|"]).chunk(text)
+    assert [c.text for c in chunks] == ["alpha beta|", "gamma delta|", "epsilon"]
+
+
+def test_options_are_checked_by_name(rag_kernel: Kernel) -> None:
+    with pytest.raises(ConfigError, match=r"chunker 'recursive'.*overlap"):
+        rag_kernel.chunker("recursive", size=10, overlap=10)
+    with pytest.raises(ConfigError, match="separators"):
+        rag_kernel.chunker("markdown", separators=["x"])
+    with pytest.raises(ConfigError, match="tokenizer"):
+        rag_kernel.chunker("recursive", length="tokens")
+    with pytest.raises(ConfigError, match="tokenizer 'nope/model' cannot be loaded"):
+        rag_kernel.chunker("recursive", length="tokens", tokenizer="nope/model").chunk("x")
+    with pytest.raises(ConfigError, match="tree-sitter-cobol"):
+        rag_kernel.chunker("code", language="cobol")
