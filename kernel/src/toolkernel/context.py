@@ -32,10 +32,13 @@ __all__ = [
     "Elicitation",
     "InputRequired",
     "LogLevel",
+    "ModelPreferences",
     "RequestValues",
+    "Root",
     "Sampled",
     "ToolContext",
     "encode_state",
+    "state_key",
 ]
 
 M = TypeVar("M", bound=BaseModel)

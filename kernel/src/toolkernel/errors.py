@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "ConfigError",
     "MCPClientError",
     "MissingDependencyError",
     "PluginLoadError",
+    "ProtocolError",
     "RegistrationError",
     "ToolExecutionError",
     "ToolkernelError",
+    "missing_capability",
 ]
 
 

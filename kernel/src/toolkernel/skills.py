@@ -21,6 +21,16 @@ from typing import Any
 
 from toolkernel.errors import ConfigError, MissingDependencyError
 
+__all__ = [
+    "DIRECTORY_MIME",
+    "MAX_BYTES",
+    "MAX_FILES",
+    "SKILLS_EXTENSION",
+    "SKILL_MD",
+    "Skill",
+    "mime_type",
+]
+
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 SKILL_MD = "SKILL.md"
 DIRECTORY_MIME = "inode/directory"

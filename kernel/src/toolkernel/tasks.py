@@ -26,6 +26,21 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from toolkernel.errors import ProtocolError
 
+__all__ = [
+    "DEFAULT_POLL_INTERVAL_MS",
+    "DEFAULT_TTL_MS",
+    "InMemoryTaskStore",
+    "TASKS_EXTENSION",
+    "TERMINAL",
+    "TaskHandle",
+    "TaskRecord",
+    "TaskRunner",
+    "TaskStatus",
+    "TaskStore",
+    "TaskSupport",
+    "Work",
+]
+
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 """The extension's identifier, advertised under ``capabilities.extensions``."""
 
