@@ -206,7 +206,8 @@ class _OneHandshake:
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
-        if ctx.method == "initialize":
+        # On 2026-07-28 there is no handshake: `initialize` is an unknown method there (404).
+        if ctx.method == "initialize" and not _is_modern(ctx.protocol_version):
             connection = connection_of(ctx)
             if connection is not None and connection.client_params is not None:
                 raise MCPError(
