@@ -1552,7 +1552,7 @@ async def _raw_2026(app, method, params, *, tasks=True):
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities,
     }
-    name = params.get("name") or params.get("taskId")
+    name = params.get("name") or params.get("taskId") or params.get("uri")
     headers = {
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": "2026-07-28",
@@ -1664,3 +1664,40 @@ async def test_server_pagination(kernel, mode):
             await client.list_prompts(cursor="not-a-cursor")
     assert pages == [["template_0", "template_1"], ["template_2", "template_3"], ["template_4"]]
     assert bad.value.code == -32602
+
+
+@pytest.mark.anyio
+async def test_server_skills_example(kernel):
+    import hashlib
+
+    from toolkernel_http import asgi_app
+
+    module = load_example("server/skills.py")
+    module.app._kernel = kernel
+    http = asgi_app(module.app, json_response=True)
+    module.app._http_app = http
+    folder = EXAMPLES / "server" / "skills" / "release-notes"
+    async with http.lifespan():
+        listed = await _raw_2026(module.app, "skills/list", {})
+        (entry,) = listed["skills"]
+        got = await _raw_2026(module.app, "skills/get", {"uri": "skill://release-notes/SKILL.md"})
+        manifest = await _raw_2026(module.app, "resources/read", {"uri": "skill://release-notes/SKILL.md"})
+        children = await _raw_2026(module.app, "resources/directory/read", {"uri": "skill://release-notes"})
+    assert entry["uri"] == "skill://release-notes/SKILL.md"
+    assert entry["frontmatter"] == {
+        "name": "release-notes",
+        "description": "Write release notes from a list of merged changes",
+    }
+    style = (folder / "STYLE.md").read_bytes()
+    assert {
+        "uri": "skill://release-notes/STYLE.md",
+        "digest": "sha256:" + hashlib.sha256(style).hexdigest(),
+        "size": len(style),
+    } in entry["resources"]
+    assert got["skill"] == entry
+    assert manifest["contents"][0]["text"] == (folder / "SKILL.md").read_text()
+    assert manifest["contents"][0]["mimeType"] == "text/markdown"
+    assert sorted(c["uri"] for c in children["resources"]) == [
+        "skill://release-notes/SKILL.md",
+        "skill://release-notes/STYLE.md",
+    ]

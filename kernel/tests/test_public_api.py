@@ -346,6 +346,15 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "Repository",
         "Workflow",
     ],
+    "toolkernel.skills": [
+        "DIRECTORY_MIME",
+        "MAX_BYTES",
+        "MAX_FILES",
+        "SKILLS_EXTENSION",
+        "SKILL_MD",
+        "Skill",
+        "mime_type",
+    ],
     "toolkernel.tasks": [
         "DEFAULT_POLL_INTERVAL_MS",
         "DEFAULT_TTL_MS",

@@ -5,7 +5,7 @@ A script, not a test: it serves each implementation's fixture over Streamable HT
 ``mcp.server.mcpserver.MCPServer``; ``peers/fastmcp_server.py`` on FastMCP), runs
 conformance 0.1.16 ``--suite all``, 0.2.0-alpha.12 ``--suite all`` and 0.2.0-alpha.12
 ``--requirements 2026-07-28`` against each, and prints a table of scenarios passed (no
-failing check), with warnings and skip-only scenarios counted apart. ``--out FILE``
+failing check), with warnings, skip-only scenarios and skipped checks counted apart. ``--out FILE``
 writes the figures as JSON (docs/conformance.md quotes them).
 
     .venv/bin/python tests/conformance/measure_peers.py --out /tmp/conformance.json
@@ -106,6 +106,7 @@ def _run_suite(suite: str, selection: tuple[str, ...], url: str) -> dict[str, An
     failed = sorted(s for s, statuses in scenarios.items() if "FAILURE" in statuses)
     warned = sorted(s for s, st in scenarios.items() if "WARNING" in st and "FAILURE" not in st)
     skip_only = sorted(s for s, st in scenarios.items() if st and set(st) <= {"SKIPPED", "INFO"})
+    skipped = {s: st.count("SKIPPED") for s, st in sorted(scenarios.items()) if "SKIPPED" in st}
     scored: dict[str, int] = {}
     if selection[0] == "--requirements":
         required = _scored(selection[1])
@@ -117,6 +118,7 @@ def _run_suite(suite: str, selection: tuple[str, ...], url: str) -> dict[str, An
         "failed": failed,
         "warned": warned,
         "skipped_only": skip_only,
+        "skipped_checks": skipped,
     }
 
 

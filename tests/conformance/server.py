@@ -3,7 +3,7 @@
 Every tool, resource, template and prompt the suite's server scenarios call, named and
 shaped as the suite (``@modelcontextprotocol/conformance`` 0.2.0-alpha.12, and 0.1.16 before it)
 expects: the 2025 scenarios, the 2026-07-28 ones (input_required round trips, stateless
-diagnostics, custom headers) and the tasks extension's. Served by
+diagnostics, custom headers), the tasks extension's and a skill for the skills extension. Served by
 ``toolkernel serve tests/conformance/server.py:app --transport http --port P`` at /mcp;
 the test sets ``TOOLKERNEL_HTTP_RETRY_MS`` so SSE polling reconnects quickly.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -40,7 +41,10 @@ AUDIO_WAV_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=
 get_logger("toolkernel.conformance").debug("conformance fixture loaded")
 
 app = MCPServer(
-    "toolkernel-conformance", "1.0.0", description="Everything the MCP conformance suite asks for."
+    "toolkernel-conformance",
+    "1.0.0",
+    description="Everything the MCP conformance suite asks for.",
+    skills=[Path(__file__).parent / "skills" / "pdf-processing"],
 )
 
 

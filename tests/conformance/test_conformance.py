@@ -181,9 +181,8 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_server_suite_all_scenarios_pass(server_url: str, tmp_path: Path) -> None:
     """``conformance server --suite all`` (0.2.0-alpha.12): all 65 scenarios run, no check fails or warns.
 
-    Checks the suite itself skips are allowed: the skills extension's (this server
-    offers no skills) and ``tasks-status-notifications`` (skipped by the suite for
-    every server until its harness moves to ``subscriptions/listen``).
+    The one check the suite skips for every server is allowed:
+    ``tasks-status-notifications``, until its harness moves to ``subscriptions/listen``.
     """
     run = _suite(
         "server", "--url", server_url, "--suite", "all", "-o", str(tmp_path), timeout=850, script=SERVER_SUITE
@@ -194,12 +193,7 @@ def test_server_suite_all_scenarios_pass(server_url: str, tmp_path: Path) -> Non
     problems = _failures(checks, ("FAILURE", "WARNING"))
     assert not problems, "\n".join(problems)
     skipped = {s for s, items in checks.items() if any(c["status"] == "SKIPPED" for c in items)}
-    assert skipped <= {
-        "sep-2640-skills-directory",
-        "sep-2640-skills-enumeration",
-        "sep-2640-skills-manifest",
-        "tasks-status-notifications",
-    }, sorted(skipped)
+    assert skipped <= {"tasks-status-notifications"}, sorted(skipped)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
 

@@ -31,6 +31,7 @@ from toolkernel.context import InputRequired, ToolContext, encode_state
 from toolkernel.errors import ProtocolError, missing_capability
 from toolkernel.events import SessionEvent
 from toolkernel.resources import call_maybe_async
+from toolkernel.skills import SKILLS_EXTENSION, mime_type
 from toolkernel.tasks import TASKS_EXTENSION, TaskHandle, TaskRecord, TaskRunner
 from toolkernel.wire import answering
 
@@ -144,6 +145,11 @@ class ServingAppImpl:
         proto.middleware = [RequestSpans(), _TrackConnections(s), _OneHandshake()]
         if any(t.task is not None for t in self.tools.values()):
             proto.extensions[TASKS_EXTENSION] = {}
+        if s.skills:
+            proto.extensions[SKILLS_EXTENSION] = {"directoryRead": True}
+            proto.add_request_handler("skills/list", types.PaginatedRequestParams, handlers.list_skills)
+            proto.add_request_handler("skills/get", _UriParams, handlers.get_skill)
+            proto.add_request_handler("resources/directory/read", _DirectoryParams, handlers.read_directory)
         proto.add_request_handler("tasks/get", _TaskParams, handlers.get_task)
         proto.add_request_handler("tasks/update", _TaskUpdateParams, handlers.update_task)
         proto.add_request_handler("tasks/cancel", _TaskParams, handlers.cancel_task)
@@ -200,8 +206,8 @@ class _OneHandshake:
     """
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        # On 2026-07-28 there is no handshake: `initialize` is an unknown method there (404).
         if ctx.method == "initialize" and not _is_modern(ctx.protocol_version):
-            # 2026-07-28 has no handshake: the SDK answers its initialize as an unknown method.
             connection = connection_of(ctx)
             if connection is not None and connection.client_params is not None:
                 raise MCPError(
@@ -393,6 +399,10 @@ class _Handlers:
             for r in fixed.values()
             if _allowed(caller, r.scopes)
         ]
+        listed += [
+            types.Resource(uri=k.uri, name=k.name, description=k.description, mime_type="text/markdown")
+            for k in self.server.skills.values()
+        ]
         page, cursor = _page(listed, params, self.server.page_size)
         return types.ListResourcesResult(resources=page, next_cursor=cursor)
 
@@ -420,6 +430,8 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
+        if uri.startswith("skill://"):
+            return self._read_skill_file(ctx, uri)
         fixed, templates = self.server.all_resources()
         caller = _auth_info(ctx)
         if uri in fixed and _allowed(caller, fixed[uri].scopes):
@@ -448,6 +460,53 @@ class _Handlers:
                 types.INTERNAL_ERROR, f"resource {uri!r} reader returned {type(data).__name__}, not str/bytes"
             )
         return types.ReadResourceResult(contents=[contents])
+
+    # -- skills ------------------------------------------------------------------------------
+
+    def _read_skill_file(self, ctx: ServerRequestContext[Any, Any], uri: str) -> types.ReadResourceResult:
+        for skill in self.server.skills.values():
+            data = skill.read(uri)
+            if data is not None:
+                mime = mime_type(uri)
+                try:
+                    contents: Any = types.TextResourceContents(
+                        uri=uri, mime_type=mime, text=data.decode("utf-8")
+                    )
+                except UnicodeDecodeError:
+                    blob = base64.b64encode(data).decode()
+                    contents = types.BlobResourceContents(uri=uri, mime_type=mime, blob=blob)
+                return types.ReadResourceResult(contents=[contents])
+        code = types.INVALID_PARAMS if _is_modern(ctx.protocol_version) else RESOURCE_NOT_FOUND
+        raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
+
+    async def list_skills(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> dict[str, Any]:
+        """``skills/list``: one entry per skill, paginated like the other lists."""
+        entries = [skill.entry() for skill in self.server.skills.values()]
+        page, cursor = _page(entries, params, self.server.page_size)
+        result: dict[str, Any] = {"skills": page, **_SKILL_CACHE}
+        if cursor is not None:
+            result["nextCursor"] = cursor
+        return result
+
+    async def get_skill(self, ctx: ServerRequestContext[Any, Any], params: _UriParams) -> dict[str, Any]:
+        """``skills/get``: the entry of the skill whose ``SKILL.md`` is at ``uri``."""
+        for skill in self.server.skills.values():
+            if skill.uri == params.uri:
+                return {"skill": skill.entry(), **_SKILL_CACHE}
+        raise MCPError(types.INVALID_PARAMS, f"No skill at {params.uri!r}", {"uri": params.uri})
+
+    async def read_directory(
+        self, ctx: ServerRequestContext[Any, Any], params: _DirectoryParams
+    ) -> dict[str, Any]:
+        """``resources/directory/read``: a skill directory's direct children."""
+        for skill in self.server.skills.values():
+            children = skill.children(params.uri)
+            if children is not None:
+                page, cursor = _page(children, params, self.server.page_size)
+                return {"resources": page, **({"nextCursor": cursor} if cursor is not None else {})}
+        raise MCPError(types.INVALID_PARAMS, f"Not a directory: {params.uri!r}", {"uri": params.uri})
 
     async def subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
@@ -576,6 +635,22 @@ class _Handlers:
         if connection is not None:
             connection.state[LOG_LEVEL_STATE] = params.level
         return types.EmptyResult()
+
+
+class _UriParams(types.RequestParams):
+    """Params naming one resource by ``uri``."""
+
+    uri: str
+
+
+class _DirectoryParams(types.PaginatedRequestParams):
+    """Params of ``resources/directory/read``."""
+
+    uri: str
+
+
+_SKILL_CACHE = {"ttlMs": 300_000, "cacheScope": "public"}
+"""Skills are read once, at start-up: clients may keep what they got for five minutes."""
 
 
 class _TaskParams(types.RequestParams):

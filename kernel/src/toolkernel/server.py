@@ -22,7 +22,10 @@ from toolkernel.resources import Resource, ResourceTemplate
 from toolkernel.tools import Tool, create_tool, tool
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from toolkernel._kernel import Kernel
+    from toolkernel.skills import Skill
     from toolkernel.tasks import TaskStore
 
 
@@ -104,6 +107,8 @@ class MCPServer:
         ``nextCursor`` for the rest. ``None`` (the default) lists everything at once.
     :param task_store: where the state of tools running as tasks lives
         (:class:`toolkernel.tasks.TaskStore`); in memory by default.
+    :param skills: skill directories (or :class:`toolkernel.skills.Skill` objects) served
+        through the ``io.modelcontextprotocol/skills`` extension.
     """
 
     def __init__(
@@ -129,6 +134,7 @@ class MCPServer:
         kernel: Kernel | None = None,
         page_size: int | None = None,
         task_store: TaskStore | None = None,
+        skills: Sequence[Skill | str | Path] = (),
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("MCPServer: name must be a non-empty string")
@@ -171,6 +177,9 @@ class MCPServer:
             self.add_resource(res)
         for p in prompts:
             self.add_prompt(p)
+        self._skills: dict[str, Skill] = {}
+        for skill in skills:
+            self.add_skill(skill)
 
     # -- definition -----------------------------------------------------------------------
 
@@ -241,6 +250,22 @@ class MCPServer:
             del self._prompts[name]
         self._revision += 1
         return removed
+
+    def add_skill(self, item: Skill | str | Path) -> Skill:
+        """Serve a skill: a :class:`~toolkernel.skills.Skill`, or the directory to read one from."""
+        from toolkernel.skills import Skill
+
+        skill = item if isinstance(item, Skill) else Skill(item)
+        if skill.name in self._skills:
+            raise ConfigError(f"MCPServer {self.name!r}: skill {skill.name!r} is defined twice")
+        self._skills[skill.name] = skill
+        self._revision += 1
+        return skill
+
+    @property
+    def skills(self) -> dict[str, Skill]:
+        """The skills this server serves, by name."""
+        return dict(self._skills)
 
     def _add_generated(self, t: Tool) -> None:
         if t.name in self._tools:

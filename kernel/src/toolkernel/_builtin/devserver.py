@@ -116,7 +116,8 @@ def list_args(parser: argparse.ArgumentParser) -> None:
 
 
 def list_(args: argparse.Namespace, kernel: Kernel) -> int:
-    """Print the tools, resources, templates and prompts TARGET offers (plugins' included), unserved."""
+    """Print the tools, resources, templates, prompts and skills TARGET offers (plugins' included),
+    unserved."""
     from toolkernel._targets import load_server
 
     server = load_server(args.target)
@@ -141,6 +142,9 @@ def list_(args: argparse.Namespace, kernel: Kernel) -> int:
             }
             for name, versions in server.all_prompts().items()
         ],
+        "skills": [
+            {"uri": k.uri, "name": k.name, "description": k.description} for k in server.skills.values()
+        ],
     }
     if args.json:
         print(json.dumps({"server": {"name": server.name, "version": server.version}, **report}, indent=2))
@@ -151,6 +155,7 @@ def list_(args: argparse.Namespace, kernel: Kernel) -> int:
         ("resources", "uri"),
         ("resource_templates", "uriTemplate"),
         ("prompts", "name"),
+        ("skills", "uri"),
     ):
         print(f"{section}: {len(report[section])}")
         for item in report[section]:

@@ -272,9 +272,9 @@ class _StreamableEndpoint:
             if message is None:
                 await send_refusal(send, refused)
                 return
-        if (unsupported := _unsupported_version(scope)) is not None and _META_VERSION not in body:
-            # A 2026-07-28 request names its version in _meta too: the SDK answers it with an
-            # UnsupportedProtocolVersionError carrying the request's id and the supported versions.
+        # A request carrying the 2026-07-28 envelope goes to the SDK, which refuses an unknown
+        # version itself, with the request's id and the supported versions as data (SEP-2575).
+        if not _enveloped(body) and (unsupported := _unsupported_version(scope)) is not None:
             supported = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
             await send_error(
                 send,
@@ -330,7 +330,9 @@ class _LegacySSEEndpoint:
             self.open -= 1
 
 
-_META_VERSION = b'"io.modelcontextprotocol/protocolVersion"'
+def _enveloped(body: bytes) -> bool:
+    """Whether ``body`` is a request with the 2026-07-28 per-request ``_meta`` envelope."""
+    return b'"io.modelcontextprotocol/protocolVersion"' in body
 
 
 def _unsupported_version(scope: Scope) -> str | None:
