@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from toolkernel._kernel import Kernel
     from toolkernel.tools import Tool
     from toolkernel.vectors import Metadata
 
@@ -129,6 +130,11 @@ class KBContext(Protocol):
     @property
     def dimension(self) -> int:
         """Length of every chunk vector."""
+
+    @property
+    def kernel(self) -> Kernel:
+        """The kernel the knowledge base was opened with: its plugins' settings (the user's
+        ``toolkernel.toml``, ``kernel.settings(name)``) and registries (entity extractors…)."""
 
     async def load_chunks(self, ids: Sequence[str], *, include_vectors: bool = False) -> list[ChunkRecord]:
         """The stored chunks with these ids, in the order given; unknown ids are left out."""

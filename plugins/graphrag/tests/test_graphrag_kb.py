@@ -13,6 +13,7 @@ import pytest
 import toolkernel
 from toolkernel.testing import connect_in_memory
 from toolkernel_graphrag import plugin as graphrag
+from toolkernel_graphrag.extension import GraphExtension
 from toolkernel_local_embed import plugin as local_embed
 from toolkernel_qdrant import plugin as qdrant
 from toolkernel_rag import KBServerOptions, KnowledgeBase, kb_server
@@ -129,3 +130,22 @@ async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so
         result = await client.call_tool("search", {"query": QUESTION, "mode": "graph"})
     assert result.is_error
     assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_graph_settings_come_from_the_toolkernel_toml_the_knowledge_base_was_opened_with(tmp_path):
+    config = tmp_path / "toolkernel.toml"
+    config.write_text(
+        "[plugins.graphrag.walk]\nseeds = 7\nfusion = 'pagerank'\n\n"
+        "[plugins.graphrag.mastra]\nrandomWalkSteps = 30\n"
+    )
+    configured = toolkernel.Kernel.from_config(
+        config, load_entry_points=False, plugins=[rag, qdrant, local_embed, graphrag]
+    )
+    async with await KnowledgeBase.open(
+        str(tmp_path / "kb"), kernel=configured, create=True, embedder="local/wordllama-256"
+    ) as kb:
+        extension = kb.extensions["graph"]
+        assert isinstance(extension, GraphExtension)
+        assert (extension.walk.seeds, extension.walk.fusion) == (7, "pagerank")
+        assert extension.mastra.random_walk_steps == 30

@@ -192,15 +192,15 @@ def open_graph_extension(context: KBContext) -> GraphExtension:
     """The ``graph`` extension of a knowledge base, with ``[plugins.graphrag]`` settings and the
     entity extractor they name.
 
-    The extension factory receives only the knowledge base's context, so settings and
-    extractors are read through a kernel of this process's installed plugins.
+    Settings and extractors come from the kernel the knowledge base was opened with, so the
+    user's ``toolkernel.toml`` reaches the graph; a kernel without this plugin's settings
+    declared gets the defaults.
     """
-    from toolkernel import Kernel
     from toolkernel_graphrag.phrases import PhraseExtractor
     from toolkernel_graphrag.settings import GraphRAGSettings
 
-    kernel = Kernel()
-    settings = kernel.settings("graphrag")
+    kernel = context.kernel
+    settings = kernel.settings("graphrag") if "graphrag" in kernel.settings_models else GraphRAGSettings()
     if not isinstance(settings, GraphRAGSettings):
         settings = GraphRAGSettings()
     name = settings.build.extractor

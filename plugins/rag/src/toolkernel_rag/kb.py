@@ -411,6 +411,10 @@ class _ExtensionContext:
     def dimension(self) -> int:
         return self._kb.manifest.embedder.dimension
 
+    @property
+    def kernel(self) -> Kernel:
+        return self._kb.kernel
+
     async def load_chunks(self, ids: Sequence[str], *, include_vectors: bool = False) -> list[ChunkRecord]:
         return [c.record(include_vectors) for c in self._kb.catalog.chunks(ids, include_vectors)]
 
