@@ -149,3 +149,41 @@ async def test_graph_settings_come_from_the_toolkernel_toml_the_knowledge_base_w
         assert isinstance(extension, GraphExtension)
         assert (extension.walk.seeds, extension.walk.fusion) == (7, "pagerank")
         assert extension.mastra.random_walk_steps == 30
+
+
+@pytest.mark.anyio
+async def test_graph_rag_tool_takes_mastras_arguments_within_the_mandatory_filter(tmp_path):
+    docs = write_pages(tmp_path)
+    where = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    hidden = {"path": {"$ne": "temple.md"}}
+    async with (
+        await KnowledgeBase.open(where, kernel=kernel()) as kb,
+        connect_in_memory(kb_server(kb, KBServerOptions(mandatory_filter=hidden))) as client,
+    ):
+        assert "graph_rag" in [t.name for t in (await client.list_tools()).tools]
+        call = {"queryText": QUESTION, "topK": 4, "randomWalkSteps": 50, "restartProb": 0.3}
+        result = await client.call_tool("graph_rag", call)
+        assert not result.is_error, result.content
+        answer = result.structured_content
+        found = [s["document_id"] for s in answer["sources"]]
+        assert len(found) == 4
+        assert "temple.md" not in found
+        assert [c["text"] for c in answer["relevantContext"]] == [s["text"] for s in answer["sources"]]
+        assert (await client.call_tool("graph_rag", call)).structured_content == answer
+        # Mastra passes the filter as a JSON string; it narrows within the mandatory filter.
+        narrowed = await client.call_tool("graph_rag", {**call, "filter": '{"path": "kiss.md"}'})
+        assert [s["document_id"] for s in narrowed.structured_content["sources"]] == ["kiss.md"]
+        # With no pair above the threshold there are no edges: every walk stays at its seed,
+        # so the order is the dense order and each score the seed's cosine similarity.
+        alone = await client.call_tool("graph_rag", {**call, "threshold": 1.0})
+        dense = await client.call_tool("search", {"query": QUESTION, "top_k": 4, "mode": "dense"})
+        assert [s["id"] for s in alone.structured_content["sources"]] == [
+            h["id"] for h in dense.structured_content["results"]
+        ]
+        bad = await client.call_tool("graph_rag", {**call, "filter": "{not json"})
+        assert bad.is_error
+        assert "filter: not valid JSON" in bad.content[0].text

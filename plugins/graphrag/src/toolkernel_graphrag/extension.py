@@ -1,6 +1,7 @@
 """The knowledge-base extension: keeps the chunk graph beside a knowledge base and answers
 ``search`` with ``mode="graph"`` (entity graph, personalized PageRank) and ``mode="mastra"``
-(Mastra's similarity graph and random walks, for comparison).
+(Mastra's similarity graph and random walks, for comparison), and adds Mastra's ``graph_rag``
+tool to the knowledge base's server.
 
 Ingestion hands over every chunk of each changed document and the ids of deleted ones; the
 graph replaces what it held for those documents and is written to the extension's directory
@@ -26,6 +27,7 @@ from toolkernel_graphrag.walk import GraphWalker
 
 if TYPE_CHECKING:
     from toolkernel.entities import EntityExtractor
+    from toolkernel.knowledge import ServedSearch
     from toolkernel.tools import Tool
 
 FILTER_CACHE = 32
@@ -161,7 +163,8 @@ class GraphExtension:
     async def _mastra(self, request: RetrievalRequest) -> list[ScoredChunk]:
         """Mastra's GraphRAG tool: dense top ``top_k`` under the filter, a similarity graph over them,
         random walks with restart from each (seeded by the query, so repeatable)."""
-        options = MastraSettings.model_validate({**self.mastra.model_dump(), **dict(request.options)})
+        defaults = self.mastra.model_dump(by_alias=True)
+        options = MastraSettings.model_validate({**defaults, **dict(request.options)})
         query = np.asarray(await request.query_vector(), dtype=np.float32)
         graph = self.graph
         slots, vectors = graph.vectors(self._allowed(request.filter))
@@ -178,9 +181,11 @@ class GraphExtension:
         )
         return [ScoredChunk(graph.chunk_at(int(slots[order[h.index]])) or "", h.score) for h in hits]
 
-    def tools(self) -> Sequence[Tool]:
-        """No tools of its own: both modes are reached through ``search``."""
-        return []
+    def tools(self, search: ServedSearch) -> Sequence[Tool]:
+        """``graph_rag``, Mastra's GraphRAG tool, over the server's search in ``mastra`` mode."""
+        from toolkernel_graphrag.tool import graph_rag_tool
+
+        return [graph_rag_tool(search, self.mastra)]
 
     async def aclose(self) -> None:
         """Nothing stays open: the graph is saved after every batch."""

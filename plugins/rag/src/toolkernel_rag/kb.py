@@ -273,12 +273,18 @@ class KnowledgeBase:
         include_vectors: bool = False,
         depth: int = FUSION_DEPTH,
         rerank_depth: int = RERANK_DEPTH,
+        options: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
         """The ``top_k`` chunks for ``query`` under ``filter``, best first.
 
+        ``options`` go to an extension's mode (:attr:`RetrievalRequest.options`); the built-in
+        modes take none.
+
         :raises UnsupportedFilterError: the filter uses an operator the store lacks (any mode).
-        :raises KBError: an unknown mode.
+        :raises KBError: an unknown mode, or options given to a built-in mode.
         """
+        if options and mode in BUILTIN_MODES:
+            raise KBError(f"search mode {mode!r} takes no options; got {sorted(options)}")
         parsed = coerce_filter(filter)
         if parsed is not None:
             require_supported(self.store.name, self.store.supported_filter_operators, parsed)
@@ -300,7 +306,9 @@ class KnowledgeBase:
             elif mode == "hybrid":
                 ranked = await self._hybrid(query, query_vector, wanted, filter, depth)
             else:
-                ranked = await self._extension_mode(mode, query, query_vector, wanted, filter, depth)
+                ranked = await self._extension_mode(
+                    mode, query, query_vector, wanted, filter, depth, options or {}
+                )
             span.set_attribute("kb.candidates", len(ranked))
             span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
         hits = self._hydrate(ranked, include_vectors)
@@ -346,6 +354,7 @@ class KnowledgeBase:
         top_k: int,
         filter: Mapping[str, Any] | None,
         depth: int,
+        options: Mapping[str, Any],
     ) -> list[ScoredChunk]:
         owner = next((e for e in self.extensions.values() if mode in e.modes), None)
         if owner is None:
@@ -354,7 +363,7 @@ class KnowledgeBase:
         async def seeds(k: int) -> list[ScoredChunk]:
             return await self._hybrid(query, query_vector, k, filter, max(k, depth))
 
-        request = RetrievalRequest(query, top_k, filter, seeds, query_vector)
+        request = RetrievalRequest(query, top_k, filter, seeds, query_vector, dict(options))
         return (await owner.retrieve(mode, request))[:top_k]
 
     def _hydrate(self, ranked: list[ScoredChunk], include_vectors: bool) -> list[Hit]:
