@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from toolkernel_graphrag.graph import ChunkGraph, ChunkInput, GraphStateError
 from toolkernel_graphrag.links import document_keys, extract_links
 from toolkernel_graphrag.normalise import Normalisation, alias_table, normalise
-from toolkernel_graphrag.pagerank import iterations, personalized_pagerank, transition_matrix
+from toolkernel_graphrag.pagerank import PRECISION, iterations, personalized_pagerank, transition_matrix
 from toolkernel_graphrag.phrases import extract_phrases, sub_phrases
 from toolkernel_graphrag.settings import GraphSettings, WalkSettings
 from toolkernel_graphrag.walk import GraphWalker
@@ -282,9 +282,10 @@ def test_pagerank_matches_the_closed_form():
     system = np.eye(30) - damping * p - np.outer(restart, leak)
     _, _, vh = np.linalg.svd(system)
     x = np.abs(vh[-1]) / np.abs(vh[-1]).sum()
-    assert np.allclose(got, x, atol=1e-5)
+    # At most PRECISION of the mass is still moving: the L1 distance to the fixed point is within twice that.
+    assert np.abs(got - x).sum() <= 2 * PRECISION
     assert abs(got.sum() - 1) < 1e-9
-    assert iterations(0.7) == 39
+    assert 0.7 ** iterations(0.7) <= PRECISION < 0.7 ** (iterations(0.7) - 1)
 
 
 def test_pagerank_restricted_to_allowed_nodes():

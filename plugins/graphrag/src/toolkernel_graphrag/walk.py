@@ -40,13 +40,19 @@ def _rounded(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.round(values / scale, SCORE_DIGITS)
 
 
+FILTERED_TRANSITIONS = 8
+"""Transition matrices restricted by a filter that are kept between queries (a server's mandatory
+filter, a tenant's, repeat on every call; restricting the matrix costs more than the walk)."""
+
+
 class GraphWalker:
-    """Ranks chunks for a query over one :class:`ChunkGraph`; keeps the unfiltered transitions."""
+    """Ranks chunks for a query over one :class:`ChunkGraph`; keeps the transitions between queries."""
 
     def __init__(self, graph: ChunkGraph, settings: WalkSettings | None = None) -> None:
         self.graph = graph
         self.settings = settings or WalkSettings()
         self._transitions: sp.csr_array | None = None
+        self._filtered: dict[bytes, sp.csr_array] = {}
 
     def _transitions_for(self, allowed: npt.NDArray[np.bool_] | None) -> sp.csr_array:
         adjacency = self.graph.adjacency()
@@ -54,13 +60,21 @@ class GraphWalker:
             if self._transitions is None or self._transitions.shape != adjacency.shape:
                 self._transitions = transition_matrix(adjacency)
             return self._transitions
-        nodes = np.ones(adjacency.shape[0], dtype=bool)
-        nodes[: len(allowed)] = allowed
-        return transition_matrix(adjacency, nodes)
+        key = np.packbits(allowed).tobytes()
+        found = self._filtered.get(key)
+        if found is None or found.shape != adjacency.shape:
+            nodes = np.ones(adjacency.shape[0], dtype=bool)
+            nodes[: len(allowed)] = allowed
+            found = transition_matrix(adjacency, nodes)
+            if len(self._filtered) >= FILTERED_TRANSITIONS:
+                self._filtered.pop(next(iter(self._filtered)))
+            self._filtered[key] = found
+        return found
 
     def invalidate(self) -> None:
         """Forget cached transitions after the graph changed."""
         self._transitions = None
+        self._filtered.clear()
 
     def pagerank(
         self,
