@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from toolkernel_graphrag.graph import ChunkGraph, ChunkInput, GraphStateError
 from toolkernel_graphrag.links import document_keys, extract_links
+from toolkernel_graphrag.mastra import similarity_graph
 from toolkernel_graphrag.normalise import Normalisation, alias_table, normalise
 from toolkernel_graphrag.pagerank import PRECISION, iterations, personalized_pagerank, transition_matrix
 from toolkernel_graphrag.phrases import extract_phrases, sub_phrases
@@ -262,6 +263,28 @@ def test_knn_lists_after_updates_equal_a_fresh_computation():
     assert full  # the untouched full build is still valid
 
 
+def test_knn_lists_equal_a_brute_force_ranking_with_ties_broken_by_id():
+    # Enough chunks that each block's candidates come from a sample of the columns; clustered
+    # vectors and exact duplicates make many near and exactly equal similarities.
+    rng = np.random.default_rng(3)
+    n = 3000
+    vectors = rng.normal(size=(40, 16))[rng.integers(0, 40, n)] + 0.3 * rng.normal(size=(n, 16))
+    vectors[1::7] = vectors[::7][: len(vectors[1::7])]
+    ids = [f"c{i:05d}" for i in rng.permutation(n)]
+    chunks = [
+        ChunkInput(id=i, document_id=i, text="", vector=v.tolist()) for i, v in zip(ids, vectors, strict=True)
+    ]
+    graph = ChunkGraph(GraphSettings(knn=5))
+    graph.apply(chunks, [[] for _ in chunks])
+    unit = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    sims = np.round((unit @ unit.T).astype(np.float64), 4)
+    for row in range(0, n, 13):
+        others = [j for j in range(n) if j != row]
+        expected = sorted(others, key=lambda j: (-sims[row, j], ids[j]))[:5]
+        got = [graph.chunk_at(int(s)) for s in graph._knn[graph.slot(ids[row])]]
+        assert got == [ids[j] for j in expected], row
+
+
 # -- PageRank --------------------------------------------------------------------------------
 
 
@@ -294,3 +317,22 @@ def test_pagerank_restricted_to_allowed_nodes():
     scores = personalized_pagerank(transition_matrix(adjacency, allowed), np.array([1.0, 0, 0]), 0.5)
     assert scores[2] == 0.0
     assert scores[1] > 0
+
+
+# -- Mastra's similarity graph -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block", [7, 30, 1024])
+def test_similarity_graph_has_every_pair_above_the_threshold_once(block):
+    rng = np.random.default_rng(1)
+    vectors = (rng.normal(size=(4, 8))[rng.integers(0, 4, 30)] + 0.4 * rng.normal(size=(30, 8))).astype(
+        np.float32
+    )
+    graph = similarity_graph(vectors, 0.7, block=block)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    sims = unit @ unit.T
+    expected = {(i, j) for i in range(30) for j in range(30) if i != j and sims[i, j] > 0.7}
+    rows, cols = graph.nonzero()
+    assert set(zip(rows.tolist(), cols.tolist(), strict=True)) == expected
+    assert 0 < len(expected) < 30 * 29
+    assert np.allclose(graph.toarray()[rows, cols], sims[rows, cols], atol=1e-6)
