@@ -68,6 +68,8 @@ class _Slot:
     metadata: dict[str, Any]
     entities: list[int]
     titles: list[int]
+    metadata_json: str | None = None
+    """``metadata`` as saved, encoded on the first save: later saves re-encode only new chunks."""
 
 
 class ChunkGraph:
@@ -97,6 +99,9 @@ class ChunkGraph:
         self._pair_alive = np.zeros(0, dtype=bool)
         self._pairs_of: dict[int, tuple[int, int]] = {}
         self._pending: list[tuple[int, list[int]]] = []
+        # Entity keys only grow: the saved list is kept encoded, and a save encodes only new keys.
+        self._entities_json: list[str] = []
+        self._entities_encoded = 0
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -355,17 +360,12 @@ class ChunkGraph:
         stale = {int(s) for s in np.flatnonzero(np.isin(self._knn, list(changed)).any(axis=1)) if live[s]}
         # A chunk whose list lost a member is recomputed whole; new chunks too.
         recompute = sorted((stale | set(added)) & set(np.flatnonzero(live).tolist()))
-        self._recompute_neighbours(recompute, live)
+        rank = self._id_rank()
+        self._recompute_neighbours(recompute, live, rank)
         # Every other live chunk may only gain a new chunk as a closer neighbour.
         others = np.flatnonzero(live & ~np.isin(np.arange(size), recompute))
         if added and len(others):
-            self._merge_new_neighbours(others, np.array(sorted(added), dtype=np.int64))
-
-    def _similarities(self, rows: IntArray, columns: IntArray) -> FloatArray:
-        assert self._vectors is not None
-        sims = (self._vectors[rows] @ self._vectors[columns].T).astype(np.float64)
-        rounded: FloatArray = np.round(sims, SIMILARITY_DECIMALS)
-        return rounded
+            self._merge_new_neighbours(others, np.array(sorted(added), dtype=np.int64), rank)
 
     def _id_rank(self) -> IntArray:
         """Each slot's position in chunk-id order (free slots last): the tie-break of equal similarities."""
@@ -390,7 +390,7 @@ class ChunkGraph:
         self._knn[slots, :width] = np.where(valid, best, -1)
         self._knn_sim[slots, :width] = np.where(valid, best_sims, 0.0)
 
-    def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_]) -> None:
+    def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_], rank: IntArray) -> None:
         """Each row's k nearest live chunks, exactly, one float32 product per block of rows.
 
         The k-th best similarity over a sample of the columns is a lower bound of the k-th best
@@ -402,9 +402,9 @@ class ChunkGraph:
         k = self.settings.knn
         columns = np.flatnonzero(live)
         width = min(k, len(columns) - 1)
-        rank = self._id_rank()
         block = 512
-        live_vectors_t = np.ascontiguousarray(self._vectors[columns].T)
+        # Every slot live (a fresh build): the vectors themselves, no copy.
+        live_vectors_t = (self._vectors if len(columns) == len(self._vectors) else self._vectors[columns]).T
         sample = np.arange(0, len(columns), max(1, len(columns) // KNN_SAMPLE))
         reach = 2 * 10.0**-SIMILARITY_DECIMALS
         for start in range(0, len(rows), block):
@@ -429,15 +429,22 @@ class ChunkGraph:
             sims[r, offsets] = raw[r, c].astype(np.float64).round(SIMILARITY_DECIMALS)
             self._store_best(part, candidates, sims, rank)
 
-    def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:
+    def _merge_new_neighbours(self, rows: IntArray, added: IntArray, rank: IntArray) -> None:
         assert self._knn is not None
         assert self._knn_sim is not None
+        assert self._vectors is not None
         k = self.settings.knn
-        rank = self._id_rank()
         block = 2048
-        for start in range(0, len(rows), block):
-            part = rows[start : start + block]
-            new_sims = self._similarities(part, added)
+        added_t = self._vectors[added].T
+        wanted = np.zeros(len(self._vectors), dtype=bool)
+        wanted[rows] = True
+        # Blocks of consecutive slots: each product reads the vectors in place, with no gathered copy.
+        for start in range(0, len(self._vectors), block):
+            part = np.flatnonzero(wanted[start : start + block]) + start
+            if not len(part):
+                continue
+            products = (self._vectors[start : start + block] @ added_t)[part - start]
+            new_sims = np.round(products.astype(np.float64), SIMILARITY_DECIMALS)
             full = self._knn[part, k - 1] >= 0
             kth = np.where(full, self._knn_sim[part, k - 1].astype(np.float64), -np.inf)
             touched = part[(new_sims >= kth[:, None]).any(axis=1)]
@@ -503,17 +510,19 @@ class ChunkGraph:
         """Write the graph to ``directory/graph.npz`` in one atomic replace (state and vectors together)."""
         directory.mkdir(parents=True, exist_ok=True)
         live = [e for e in self._slots if e is not None]
-        header = {
-            "format": FORMAT_VERSION,
-            "settings": self.settings.graph_identity(),
-            "entities": self._entity_keys,
-            "ids": [None if e is None else e.chunk_id for e in self._slots],
-            "documents": [e.document_id for e in live],
-            "metadata": [e.metadata for e in live],
-        }
+        for entry in live:
+            if entry.metadata_json is None:
+                entry.metadata_json = _json(entry.metadata)
+        header = (
+            f'{{"format":{FORMAT_VERSION},"settings":{_json(self.settings.graph_identity())},'
+            f'"entities":{self._encoded_entities()},'
+            f'"ids":{_json([None if e is None else e.chunk_id for e in self._slots])},'
+            f'"documents":{_json([e.document_id for e in live])},'
+            f'"metadata":[{",".join(e.metadata_json or "" for e in live)}]}}'
+        )
         self._flush_pairs()
         arrays: dict[str, npt.NDArray[Any]] = {
-            "header": np.frombuffer(json.dumps(header, separators=(",", ":")).encode(), dtype=np.uint8),
+            "header": np.frombuffer(header.encode(), dtype=np.uint8),
             "pair_slots": self._pair_slot[self._pair_alive],
             "pair_entities": self._pair_entity[self._pair_alive],
             "title_counts": np.array([len(e.titles) for e in live], dtype=np.int64),
@@ -527,6 +536,13 @@ class ChunkGraph:
         with tmp.open("wb") as out:
             np.savez(out, **arrays)  # type: ignore[arg-type]
         os.replace(tmp, directory / "graph.npz")
+
+    def _encoded_entities(self) -> str:
+        """The entity keys as a JSON list, encoding only keys added since the last save."""
+        if self._entities_encoded < len(self._entity_keys):
+            self._entities_json.append(_json(self._entity_keys[self._entities_encoded :])[1:-1])
+            self._entities_encoded = len(self._entity_keys)
+        return f"[{','.join(self._entities_json)}]"
 
     @classmethod
     def load(cls, directory: Path, settings: GraphSettings | None = None) -> ChunkGraph:
@@ -583,6 +599,10 @@ class ChunkGraph:
 
 
 __all__ = ["ChunkGraph", "ChunkInput", "GraphStateError", "Normalisation"]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _split(flat: IntArray, counts: IntArray) -> list[IntArray]:
