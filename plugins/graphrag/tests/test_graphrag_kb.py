@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 import toolkernel
 from toolkernel.testing import connect_in_memory
@@ -19,6 +20,7 @@ from toolkernel_qdrant import plugin as qdrant
 from toolkernel_rag import KBServerOptions, KnowledgeBase, kb_server
 from toolkernel_rag import plugin as rag
 from toolkernel_rag.ingestion import ingest
+from toolkernel_rag.layout import KBError
 
 PAGES = {
     "kiss.md": "# Kiss and Tell\n\nKiss and Tell is a 1945 comedy film starring Shirley Temple "
@@ -187,3 +189,19 @@ async def test_graph_rag_tool_takes_mastras_arguments_within_the_mandatory_filte
         bad = await client.call_tool("graph_rag", {**call, "filter": "{not json"})
         assert bad.is_error
         assert "filter: not valid JSON" in bad.content[0].text
+
+
+@pytest.mark.anyio
+async def test_search_options_reach_an_extensions_mode_and_no_built_in_one(tmp_path):
+    docs = write_pages(tmp_path)
+    async with await KnowledgeBase.open(
+        str(tmp_path / "kb"), kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+        with pytest.raises(KBError, match="'hybrid' takes no options"):
+            await kb.search(QUESTION, mode="hybrid", options={"threshold": 0.5})
+        with pytest.raises(ValidationError, match="randomWalkSteps"):
+            await kb.search(QUESTION, mode="mastra", options={"randomWalkSteps": 0})
+        walked = await kb.search(QUESTION, mode="mastra", top_k=3, options={"threshold": 1.0})
+        dense = await kb.search(QUESTION, mode="dense", top_k=3)
+        assert [h.chunk.id for h in walked] == [h.chunk.id for h in dense]
