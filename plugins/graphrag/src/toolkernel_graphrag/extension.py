@@ -113,8 +113,8 @@ class GraphExtension:
             graph = self.graph
 
             def apply() -> None:
+                # The matrix is assembled when a query first needs it, not after every batch.
                 graph.apply(chunks, surfaces, delete_documents=replaced)
-                graph.adjacency()
                 graph.save(self.context.directory)
 
             await anyio.to_thread.run_sync(apply)
