@@ -63,6 +63,10 @@ class SparseIndex:
         """The terms of ``text`` as the catalog stores them (space-separated)."""
         return " ".join(self.analyzer.terms(text))
 
+    def _spec_state(self) -> dict[str, Any]:
+        """What the saved matrices were built with: a change (say, of ``k1``) rebuilds them."""
+        return self.spec.model_dump()
+
     def refresh(self, catalog: Catalog) -> None:
         """Load the saved index, or rebuild it from the catalog when the catalog has moved on."""
         generation = catalog.generation()
@@ -78,7 +82,7 @@ class SparseIndex:
             state = json.loads((self.directory / _STATE).read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
             return False
-        if state.get("generation") != generation or "documents" not in state:
+        if state.get("generation") != generation or state.get("spec") != self._spec_state():
             return False
         self._ids, self._metadata = state["ids"], state["metadata"]
         self._documents = [list(chunks) for chunks in state["documents"]]
@@ -120,7 +124,13 @@ class SparseIndex:
         if retriever is not None and document_retriever is not None:
             retriever.save(str(staging / "bm25"), show_progress=False)
             document_retriever.save(str(staging / "bm25-documents"), show_progress=False)
-        state = {"generation": generation, "ids": ids, "metadata": metadata, "documents": documents}
+        state = {
+            "generation": generation,
+            "spec": self._spec_state(),
+            "ids": ids,
+            "metadata": metadata,
+            "documents": documents,
+        }
         (staging / _STATE).write_text(json.dumps(state), encoding="utf-8")
         shutil.rmtree(self.directory, ignore_errors=True)
         staging.rename(self.directory)
@@ -130,8 +140,8 @@ class SparseIndex:
 
     def search(
         self, query: str, top_k: int, allowed: Callable[[Mapping[str, Any]], bool] | None = None
-    ) -> list[ScoredChunk]:
-        """The ``top_k`` best documents by BM25, each as its best chunk that ``allowed`` accepts.
+    ) -> list[tuple[str, ScoredChunk]]:
+        """The ``top_k`` best documents by BM25 as ``(document id, best chunk)``, filtered by ``allowed``.
 
         Documents are scored whole (over all their chunks' terms), which on SciFact ranks
         1.9 points of nDCG@10 better than scoring 250-token chunks; the chunk returned for a
@@ -151,12 +161,13 @@ class SparseIndex:
         else:
             best = positive
         order = best[np.argsort(-document_scores[best], kind="stable")]
-        out: list[ScoredChunk] = []
+        out: list[tuple[str, ScoredChunk]] = []
         for d in order:
             chunks = sorted(self._documents[d], key=lambda i: -chunk_scores[i])
             chosen = next((i for i in chunks if allowed is None or allowed(self._metadata[i])), None)
             if chosen is not None:
-                out.append(ScoredChunk(self._ids[chosen], float(document_scores[d])))
+                document_id = str(self._metadata[chosen].get("document_id", self._ids[chosen]))
+                out.append((document_id, ScoredChunk(self._ids[chosen], float(document_scores[d]))))
                 if len(out) == top_k:
                     break
         return out
