@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,80 @@ async def test_every_builtin_mode_returns_distinct_documents(tmp_path: Path) -> 
             documents = [h.chunk.document_id for h in hits]
             assert len(documents) == len(set(documents)), (mode, documents)
             assert set(documents[:3]) == {"long-0", "long-1", "long-2"}, (mode, documents)
+
+
+class _Recording:
+    """A reranker plugin for the test that records the texts it is asked to score."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    from toolkernel import hookimpl
+
+    @hookimpl
+    def register_rerankers(self, registry: Any) -> None:
+        seen = self.seen
+
+        class Reranker:
+            async def score(self, query: str, passages: list[str]) -> list[float]:
+                seen.extend(passages)
+                return [0.0] * len(passages)
+
+        registry.add("recording", Reranker)
+
+
+async def test_a_reranker_reads_short_documents_whole_and_long_ones_by_passage(tmp_path: Path) -> None:
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import plugin as rag
+    from toolkernel_rag.kb import RERANK_DOCUMENT_CHARS
+
+    short = "Lighthouses guide ships. " * 8
+    long = "Lighthouses guide ships along rocky coasts at night. " * (RERANK_DOCUMENT_CHARS // 50)
+    corpus = write_records(
+        tmp_path / "corpus.jsonl",
+        [{"id": "short", "title": "", "text": short}, {"id": "long", "title": "", "text": long}],
+    )
+    recording = _Recording()
+    settings = {
+        "rag": {"embedder": EMBEDDER, "chunk_size": 60, "chunk_length": "characters", "chunk_overlap": 0}
+    }
+    kernel = Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed, recording], settings=settings)
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
+        await ingest(kb, [str(corpus)])
+        hits = await kb.search("lighthouse ships", top_k=2, rerank="recording")
+    assert sorted(h.chunk.document_id for h in hits) == ["long", "short"]
+    assert short.strip() in [p.strip() for p in recording.seen]  # the whole short document
+    [passage] = [p for p in recording.seen if p.strip() != short.strip()]
+    assert len(passage) <= 60 < len(long)  # a passage of the long one
+
+
+async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Path) -> None:
+    import sqlite3
+
+    from .conftest import make_kernel
+
+    corpus = write_records(
+        tmp_path / "corpus.jsonl",
+        [
+            {"id": "bees", "title": "Bees", "text": "Bees make honey from nectar."},
+            {"id": "ships", "title": "Ships", "text": "A lighthouse guides ships at night."},
+        ],
+    )
+    async with await KnowledgeBase.open(
+        str(tmp_path / "kb"), kernel=make_kernel(), create=True, embedder=EMBEDDER
+    ) as kb:
+        await ingest(kb, [str(corpus)])
+    # Rewrite the catalog as an older version wrote it: documents without their terms.
+    db = sqlite3.connect(tmp_path / "kb" / "catalog.sqlite")
+    db.execute("ALTER TABLE documents DROP COLUMN terms")
+    db.execute("UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+    db.commit()
+    db.close()
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel()) as kb:
+        [hit] = await kb.search("honey", top_k=1, mode="sparse")
+        assert hit.chunk.document_id == "bees"
+        assert kb.catalog.document_terms() == {
+            "bees": "bee bee make honey from nectar",
+            "ships": "ship lighthous guid ship night",
+        }

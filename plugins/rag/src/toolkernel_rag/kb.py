@@ -54,6 +54,13 @@ MAX_CHUNK_OVERFETCH = 8
 """Dense retrieval asks the store for at most this many chunks per document wanted."""
 RERANK_DEPTH = 50
 """Candidates a reranker re-scores before the top ``top_k`` are kept."""
+RERANK_DOCUMENT_CHARS = 4000
+"""A candidate is a document: the reranker reads its whole text up to this length, else the passage.
+
+The passage shown for a document is the best chunk of one ranking; the other ranking may have
+matched another chunk. On SciFact (250-token chunks) the weighted reranker scored 2.3 nDCG
+points under hybrid reading passages and 0.2 under it reading whole abstracts.
+"""
 
 _tracer = trace.get_tracer("toolkernel_rag")
 
@@ -399,7 +406,8 @@ class KnowledgeBase:
         with _tracer.start_as_current_span("kb.rerank") as span:
             started = time.perf_counter()
             # Candidates carry their retrieval scores: a reranker that blends them in (weighted) uses them.
-            candidates = [Candidate(h.chunk.text, h.score) for h in hits]
+            texts = self.catalog.document_texts([h.chunk.document_id for h in hits], RERANK_DOCUMENT_CHARS)
+            candidates = [Candidate(texts.get(h.chunk.document_id, h.chunk.text), h.score) for h in hits]
             order = await rerank(self.reranker(name), query, candidates)
             span.set_attribute("kb.reranker", name)
             span.set_attribute("kb.candidates", len(hits))
