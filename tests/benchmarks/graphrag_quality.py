@@ -13,7 +13,9 @@ client and calls ``search`` once per query and mode (``hybrid``, ``dense``, ``sp
 record is one document; passages come back as chunks, so each ranking is the order in which
 documents first appear among ``top_k=30`` chunks, cut at 10. Metrics: nDCG@10, Recall@10 and
 All@10 (every relevant document in the top 10). Latency: client-side milliseconds per call,
-p50 and p95. Writes ``tests/benchmarks/results/graphrag_quality_<data>.json``.
+p50 and p95, and the server process's CPU milliseconds per call (the mean: the kernel counts CPU
+time in 10 ms ticks; on a shared machine the wall clock also measures the neighbours).
+Writes ``tests/benchmarks/results/graphrag_quality_<data>.json``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 from graphrag_common import RESULTS, Dataset, load, metrics
 from graphrag_design import is_dev
 from mcp import ClientSession, StdioServerParameters
@@ -57,8 +60,18 @@ def split(data: Dataset, ranking: list[list[str]]) -> dict[str, dict[str, float]
     return out
 
 
-async def call(session: ClientSession, mode: str, query: str) -> tuple[list[str], float]:
-    """One query in one mode: the documents in order of first appearance (cut at 10) and milliseconds."""
+def server_cpu_ms(server: psutil.Process) -> float:
+    """CPU time the server process has used so far (every thread), in milliseconds."""
+    times = server.cpu_times()
+    return 1000 * (times.user + times.system)
+
+
+async def call(
+    session: ClientSession, server: psutil.Process, mode: str, query: str
+) -> tuple[list[str], float, float]:
+    """One query in one mode: the documents in order of first appearance (cut at 10), the call's
+    milliseconds at the client, and the server's CPU milliseconds for it."""
+    cpu = server_cpu_ms(server)
     started = time.perf_counter()
     with anyio.fail_after(CALL_TIMEOUT):
         if mode == "graph_rag":
@@ -66,11 +79,12 @@ async def call(session: ClientSession, mode: str, query: str) -> tuple[list[str]
         else:
             result = await session.call_tool("search", {"query": query, "top_k": CHUNKS, "mode": mode})
     elapsed = 1000 * (time.perf_counter() - started)
+    cpu = server_cpu_ms(server) - cpu
     if result.is_error:
         raise RuntimeError(f"search mode={mode}: {result.content}")
     answer = result.structured_content or {}
     hits = answer["sources"] if mode == "graph_rag" else answer["results"]
-    return list(dict.fromkeys(h["document_id"] for h in hits))[:10], elapsed
+    return list(dict.fromkeys(h["document_id"] for h in hits))[:10], elapsed, cpu
 
 
 async def run(
@@ -98,6 +112,7 @@ async def run(
     results: dict[str, Any] = {}
     rankings: dict[str, list[list[str]]] = {mode: [] for mode in modes}
     latencies: dict[str, list[float]] = {mode: [] for mode in modes}
+    cpu: dict[str, list[float]] = {mode: [] for mode in modes}
 
     def report(mode: str) -> None:
         figures = split(shown, rankings[mode])
@@ -106,33 +121,41 @@ async def run(
             **figures,
             "p50_ms": statistics.median(ordered),
             "p95_ms": ordered[int(0.95 * (len(ordered) - 1))],
+            "server_cpu_ms_per_call": statistics.fmean(cpu[mode]),
         }
         line = " | ".join(f"{k} nDCG {v['ndcg@10']:.3f} All {v['all@10']:.3f}" for k, v in figures.items())
-        print(f"{mode:9s} {line} | p50 {results[mode]['p50_ms']:.1f} ms", flush=True)
+        print(
+            f"{mode:9s} {line} | p50 {results[mode]['p50_ms']:.1f} ms, "
+            f"server CPU {results[mode]['server_cpu_ms_per_call']:.1f} ms/call",
+            flush=True,
+        )
         if save is not None:
             save(results)
 
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         with anyio.fail_after(120):
             await session.initialize()
+        [process] = [p for p in psutil.Process().children(recursive=True) if "serve" in p.cmdline()]
         for mode in modes:  # warm every mode (the graph loads on its first query)
-            await call(session, mode, queries[0])
+            await call(session, process, mode, queries[0])
         if interleave:
             modes = list(dict.fromkeys(modes))
             for query in queries:
                 for mode in modes:
-                    ranking, elapsed = await call(session, mode, query)
+                    ranking, elapsed, used = await call(session, process, mode, query)
                     rankings[mode].append(ranking)
                     latencies[mode].append(elapsed)
+                    cpu[mode].append(used)
             for mode in modes:
                 report(mode)
             return results
         for mode in modes:  # a mode named twice is measured twice, the second run reported
-            rankings[mode], latencies[mode] = [], []
+            rankings[mode], latencies[mode], cpu[mode] = [], [], []
             for query in queries:
-                ranking, elapsed = await call(session, mode, query)
+                ranking, elapsed, used = await call(session, process, mode, query)
                 rankings[mode].append(ranking)
                 latencies[mode].append(elapsed)
+                cpu[mode].append(used)
             report(mode)
     return results
 
