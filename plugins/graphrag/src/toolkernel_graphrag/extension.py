@@ -167,19 +167,18 @@ class GraphExtension:
         options = MastraSettings.model_validate({**defaults, **dict(request.options)})
         query = np.asarray(await request.query_vector(), dtype=np.float32)
         graph = self.graph
-        slots, vectors = graph.vectors(self._allowed(request.filter))
+        slots, vectors = graph.nearest(query, request.top_k, self._allowed(request.filter))
         if not len(slots):
             return []
-        order = np.argsort(-(vectors @ query), kind="stable")[: request.top_k]
         hits = mastra_query(
-            vectors[order],
+            vectors,
             query.tolist(),
             top_k=request.top_k,
             random_walk_steps=options.random_walk_steps,
             restart_prob=options.restart_prob,
             threshold=options.threshold,
         )
-        return [ScoredChunk(graph.chunk_at(int(slots[order[h.index]])) or "", h.score) for h in hits]
+        return [ScoredChunk(graph.chunk_at(int(slots[h.index])) or "", h.score) for h in hits]
 
     def tools(self, search: ServedSearch) -> Sequence[Tool]:
         """``graph_rag``, Mastra's GraphRAG tool, over the server's search in ``mastra`` mode."""

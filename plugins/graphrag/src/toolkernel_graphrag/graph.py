@@ -303,15 +303,22 @@ class ChunkGraph:
 
     # -- similarity edges ------------------------------------------------------------------
 
-    def vectors(self, allowed: npt.NDArray[np.bool_] | None = None) -> tuple[IntArray, Vectors]:
-        """The rows of the live chunks (those in ``allowed``) that have vectors, and their unit vectors."""
+    def nearest(
+        self, query: Vectors, k: int, allowed: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[IntArray, Vectors]:
+        """The ``k`` live chunk rows (within ``allowed``) whose vectors are most similar to ``query``,
+        most similar first (ties: lower row), and their unit vectors: one product over the rows in
+        place, no copy of every vector."""
         if self._vectors is None:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        live = np.array([e is not None for e in self._slots], dtype=bool)[: self._vectors.shape[0]]
+        usable = np.fromiter((e is not None for e in self._slots), dtype=bool, count=len(self._slots))
+        usable = usable[: self._vectors.shape[0]]
         if allowed is not None:
-            live &= allowed[: len(live)]
-        slots = np.flatnonzero(live)
-        return slots, self._vectors[slots]
+            usable &= allowed[: len(usable)]
+        rows = np.flatnonzero(usable)
+        sims = (self._vectors @ query)[rows]
+        top = rows[np.argsort(-sims, kind="stable")[:k]]
+        return top, self._vectors[top]
 
     def _store_vectors(self, freed: list[int], added: list[int], chunks: Sequence[ChunkInput]) -> None:
         """Keep each chunk's unit vector in its row (similarity edges and Mastra's walk use them)."""
