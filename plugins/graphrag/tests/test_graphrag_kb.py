@@ -118,7 +118,7 @@ async def test_edits_and_deletions_rank_like_a_fresh_ingest(tmp_path):
 
 
 @pytest.mark.anyio
-async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so(tmp_path):
+async def test_graph_modes_on_a_knowledge_base_ingested_without_the_graph_say_so(tmp_path):
     docs = write_pages(tmp_path)
     where = str(tmp_path / "kb")
     async with await KnowledgeBase.open(
@@ -129,9 +129,14 @@ async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so
         await KnowledgeBase.open(where, kernel=kernel()) as kb,
         connect_in_memory(kb_server(kb)) as client,
     ):
-        result = await client.call_tool("search", {"query": QUESTION, "mode": "graph"})
-    assert result.is_error
-    assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text
+        results = [
+            await client.call_tool("search", {"query": QUESTION, "mode": "graph"}),
+            await client.call_tool("search", {"query": QUESTION, "mode": "mastra"}),
+            await client.call_tool("graph_rag", {"queryText": QUESTION}),
+        ]
+    for result in results:
+        assert result.is_error
+        assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text
 
 
 @pytest.mark.anyio

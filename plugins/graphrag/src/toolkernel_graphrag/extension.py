@@ -150,15 +150,18 @@ class GraphExtension:
         seeds = await request.seeds(self.walk.seeds)
         graph = self.graph
         if seeds and not len(graph):
-            raise GraphStateError(
-                f"the graph of knowledge base {self.context.name!r} is empty while it holds documents: "
-                "re-ingest them with toolkernel-graphrag installed (toolkernel kb ingest without --no-graph)"
-            )
+            raise self._empty_graph()
         [surfaces] = await self.extractor.extract([request.query])
         entities = [graph.key(s) for s in surfaces]
         allowed = self._allowed(request.filter)
         ranked = self.walker.rank([s.id for s in seeds], entities, allowed, request.top_k)
         return [ScoredChunk(r.chunk_id, r.score) for r in ranked]
+
+    def _empty_graph(self) -> GraphStateError:
+        return GraphStateError(
+            f"the graph of knowledge base {self.context.name!r} is empty while it holds documents: "
+            "re-ingest them with toolkernel-graphrag installed (toolkernel kb ingest without --no-graph)"
+        )
 
     async def _mastra(self, request: RetrievalRequest) -> list[ScoredChunk]:
         """Mastra's GraphRAG tool: dense top ``top_k`` under the filter, a similarity graph over them,
@@ -169,6 +172,8 @@ class GraphExtension:
         graph = self.graph
         slots, vectors = graph.nearest(query, request.top_k, self._allowed(request.filter))
         if not len(slots):
+            if not len(graph) and await request.seeds(1):
+                raise self._empty_graph()
             return []
         hits = mastra_query(
             vectors,
