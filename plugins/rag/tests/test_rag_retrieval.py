@@ -144,3 +144,52 @@ async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Pat
             "bees": "bee bee make honey from nectar",
             "ships": "ship lighthous guid ship night",
         }
+
+
+def test_a_chunk_is_embedded_with_the_title_and_headings_it_lacks() -> None:
+    from toolkernel_rag.ingestion import in_context_text
+
+    assert in_context_text("Body text.", "Guide", None) == "Guide\n\nBody text."
+    assert in_context_text("Guide to bees\nBody.", "Guide to bees", None) == "Guide to bees\nBody."
+    assert in_context_text("More body.", "Guide", ["Guide", "Setup", "Offline"]) == (
+        "Guide\nSetup > Offline\n\nMore body."
+    )
+    assert in_context_text("## Offline\nText.", "Guide", ["Guide", "Offline"]) == "Guide\n\n## Offline\nText."
+    assert in_context_text("Text.", "", []) == "Text."
+
+
+async def test_long_records_lose_their_lone_title_chunk_and_embed_in_context(tmp_path: Path) -> None:
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import plugin as rag
+
+    body = " ".join(f"Sentence {i} is about lighthouse keepers and their lamps." for i in range(12))
+    corpus = write_records(tmp_path / "corpus.jsonl", [{"id": "lh", "title": "Lighthouses", "text": body}])
+    settings = {
+        "rag": {"embedder": EMBEDDER, "chunk_size": 200, "chunk_length": "characters", "chunk_overlap": 0}
+    }
+    kernel = Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed], settings=settings)
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
+        assert kb.manifest.embed_context
+        await ingest(kb, [str(corpus)])
+        chunks = kb.catalog.chunks(kb.catalog.chunk_ids("lh"), include_vectors=True)
+        assert len(chunks) > 2
+        assert all(c.text.strip() != "Lighthouses" for c in chunks)
+        later = chunks[-1]
+        [expected] = await kb.embedder.embed(["Lighthouses\n\n" + later.text])
+        [bare] = await kb.embedder.embed([later.text])
+        assert later.vector == pytest.approx(expected, abs=1e-5)
+        assert later.vector != pytest.approx(bare, abs=1e-5)
+
+
+def test_a_manifest_from_before_embed_context_keeps_bare_chunks() -> None:
+    from toolkernel_rag.layout import Manifest
+
+    old = {
+        "format": 1,
+        "name": "old",
+        "embedder": {"name": EMBEDDER, "dimension": 256, "options": {}},
+        "chunker": {"name": "auto"},
+        "store": {"name": "qdrant", "index": "old", "options": {}},
+    }
+    assert Manifest.model_validate(old).embed_context is False
