@@ -125,14 +125,8 @@ async def _write(
 ) -> None:
     t0 = time.perf_counter()
     chunks: list[StoredChunk] = []
-    embed_texts: list[str] = []
-    in_context = kb.manifest.embed_context
     for document in documents:
         pieces = kb.chunker(document.kind).chunk(document.text)
-        title = str(document.metadata.get("title") or "").strip()
-        if in_context and title and len(pieces) > 1:
-            # A title the splitter cut off on its own says nothing the other chunks' context lacks.
-            pieces = [p for p in pieces if p.text.strip() != title] or pieces
         for seq, piece in enumerate(pieces):
             meta: dict[str, Any] = {**document.metadata, **piece.metadata}
             meta["document_id"] = document.id
@@ -150,9 +144,6 @@ async def _write(
                     terms=kb.sparse.terms(piece.text),
                 )
             )
-            embed_texts.append(
-                in_context_text(piece.text, title, meta.get("headers")) if in_context else piece.text
-            )
     report.chunk_seconds += time.perf_counter() - t0
     # Old chunks of changed (or half-written) documents leave the store before new ones arrive.
     stale = [d.id for d in documents if d.id in known]
@@ -164,7 +155,7 @@ async def _write(
         await kb.store.delete(kb.index, filter={"document_id": {"$in": stale}})
     with _tracer.start_as_current_span("kb.embed") as span:
         t2 = time.perf_counter()
-        vectors = await kb.embedder.embed(embed_texts) if chunks else []
+        vectors = await kb.embedder.embed([c.text for c in chunks]) if chunks else []
         report.embed_seconds += time.perf_counter() - t2
         span.set_attribute("kb.texts", len(chunks))
         span.set_attribute("kb.duration_ms", (time.perf_counter() - t2) * 1000)
@@ -185,22 +176,6 @@ async def _write(
             report.updated += 1
         else:
             report.added += 1
-
-
-def in_context_text(text: str, title: str, headers: object) -> str:
-    """What a chunk is embedded as: its text after the document title and header path it lacks.
-
-    A chunk cut from the middle of a document does not say what the document is about; the
-    title and headings above it do (on HotpotQA, dense nDCG@10 0.750 → 0.758 with them). What
-    the chunk's first line already shows is not repeated.
-    """
-    first_line = text.lstrip().split("\n", 1)[0]
-    context = [title] if title and title not in first_line else []
-    if isinstance(headers, list):
-        path = [str(h) for h in headers if str(h) and str(h) != title and str(h) not in first_line]
-        if path:
-            context.append(" > ".join(path))
-    return "\n".join(context) + "\n\n" + text if context else text
 
 
 def _store_metadata(meta: dict[str, Any]) -> dict[str, Any]:

@@ -509,7 +509,6 @@ async def _new_manifest(
         ),
         chunker=chunker_spec,
         store=StoreSpec(name=store_name, index=name.replace(".", "-"), options=options),
-        embed_context=True,
     )
     # Check the chunker's options now, not on the first document.
     probe = dict(chunker_spec)

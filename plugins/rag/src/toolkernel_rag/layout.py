@@ -33,11 +33,8 @@ CATALOG = "catalog.sqlite"
 STORE_DIR = "store"
 SPARSE_DIR = "sparse"
 EXTENSIONS_DIR = "extensions"
-FORMAT = 2
-"""Version of the on-disk layout; a knowledge base written by a newer layout is refused.
-
-2: documents keep their BM25 terms; chunks may be embedded in context (``embed_context``).
-"""
+FORMAT = 1
+"""Version of the on-disk layout; a knowledge base written by a newer layout is refused."""
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
@@ -119,11 +116,6 @@ class Manifest(BaseModel):
     chunker: dict[str, Any] = Field(description="The chunker's describe(): its name and every option.")
     store: StoreSpec
     sparse: SparseSpec = Field(default_factory=SparseSpec)
-    embed_context: bool = Field(
-        False,
-        description="Chunks are embedded after their document's title and header path when they lack "
-        "them. New knowledge bases set it; older ones keep embedding chunks bare, so they stay consistent.",
-    )
 
 
 def read_manifest(directory: Path) -> Manifest | None:
