@@ -9,6 +9,7 @@ asked, and hydrates chunks from the catalog.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ DEFAULT_STORE = "qdrant"
 RRF_K = 60
 FUSION_DEPTH = 100
 """Documents each of dense and sparse contributes to the fusion (the SciFact reference used 100)."""
-MAX_CHUNK_OVERFETCH = 8
+MAX_CHUNK_OVERFETCH = 8.0
 """Dense retrieval asks the store for at most this many chunks per document wanted."""
 RERANK_DEPTH = 50
 """Documents a reranker re-scores before the top ``top_k`` are kept."""
@@ -95,7 +96,7 @@ class KnowledgeBase:
         self._query_embedder: Embedder | None = None
         self._chunkers: dict[str, Chunker] = {}
         self._rerankers: dict[str, Reranker] = {}
-        self._overfetch = (-1, 1)
+        self._overfetch = (-1, 1.0)
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
 
@@ -327,9 +328,10 @@ class KnowledgeBase:
         """The ``top_k`` best documents by their best chunk's similarity, as ``(document id, chunk)``.
 
         The store ranks chunks, so it is asked for as many more as a document has chunks on
-        average: fewer and a long document's chunks crowd the others out of the fusion's depth.
+        average: fewer and a long document's chunks crowd the others out of the fusion's depth
+        (SciFact, 2.5 chunks per abstract: hybrid 0.7153 nDCG@10 from 100 chunks, 0.7165 from 300).
         """
-        fetch = top_k * self._chunks_per_document()
+        fetch = math.ceil(top_k * self._chunks_per_document())
         results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
         best: dict[str, ScoredChunk] = {}
         for r in results:
@@ -340,13 +342,13 @@ class KnowledgeBase:
                     break
         return list(best.items())
 
-    def _chunks_per_document(self) -> int:
-        """Mean chunks per document, rounded up, between 1 and :data:`MAX_CHUNK_OVERFETCH`."""
+    def _chunks_per_document(self) -> float:
+        """Mean chunks per document, between 1 and :data:`MAX_CHUNK_OVERFETCH` (cached per catalog state)."""
         generation = self.catalog.generation()
         if self._overfetch[0] != generation:
             documents, _, chunks = self.catalog.counts()
-            ratio = -(-chunks // documents) if documents else 1
-            self._overfetch = (generation, max(1, min(MAX_CHUNK_OVERFETCH, ratio)))
+            ratio = chunks / documents if documents else 1.0
+            self._overfetch = (generation, max(1.0, min(MAX_CHUNK_OVERFETCH, ratio)))
         return self._overfetch[1]
 
     def _sparse(
