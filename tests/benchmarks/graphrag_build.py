@@ -4,7 +4,11 @@ Run from the repository root (a script, not a test); Mastra's side needs its own
 kept out of ``tests/node`` so CI does not install it:
 
     (cd tests/benchmarks/mastra && npm ci)
-    .venv/bin/python tests/benchmarks/graphrag_build.py
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python tests/benchmarks/graphrag_build.py
+
+With BLAS on one thread, every figure is one core's work, as Mastra's JavaScript runs; on a
+shared two-core machine a second BLAS thread shortens nothing here (the full build took the
+same wall time) and its waiting spins count as CPU time, which made runs vary by 40 %.
 
 The 10,000 chunks are the HotpotQA passages followed by SciFact abstracts (title and text),
 embedded with ``local/wordllama-256`` (fast enough to embed 10k texts in seconds here; the
@@ -217,6 +221,7 @@ def main() -> None:
             {
                 "chunks": len(chunks),
                 "vectors": "local/wordllama-256",
+                "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
                 "full_build_s": full_s,
                 "linking_entities": full.entity_count,
                 "incremental_chunks": len(chunks) - cut,
