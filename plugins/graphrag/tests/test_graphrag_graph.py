@@ -213,6 +213,17 @@ def test_two_builds_of_the_same_corpus_rank_identically_whatever_the_order():
     assert (first.adjacency() != second.adjacency()).nnz == 0
 
 
+@pytest.mark.parametrize("fusion", ["rrf", "pagerank"])
+def test_rankings_hold_each_document_once(fusion):
+    graph = build(corpus())
+    walker = GraphWalker(graph, WalkSettings(seeds=10, fusion=fusion))
+    seeds = [f"doc{d}#{part}" for d in range(10) for part in (1, 0)]  # both chunks of ten documents
+    ranked = walker.rank(seeds, [graph.key("Alan Turing")], top_k=30)
+    documents = [graph.document_at(graph.slot(r.chunk_id) or 0) for r in ranked]
+    assert len(ranked) == 30
+    assert len(set(documents)) == len(documents)
+
+
 def test_filters_keep_every_result_inside_the_allowed_chunks():
     graph = build(corpus())
     for ranking in rankings(graph, "en"):

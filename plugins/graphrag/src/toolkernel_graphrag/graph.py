@@ -127,6 +127,12 @@ class ChunkGraph:
         entry = self._slots[slot]
         return entry.chunk_id if entry is not None else None
 
+    def document_at(self, slot: int) -> str:
+        """The document of the chunk in ``slot`` (a live slot)."""
+        entry = self._slots[slot]
+        assert entry is not None
+        return entry.document_id
+
     def slot(self, chunk_id: str) -> int | None:
         """The row of ``chunk_id``, ``None`` if the graph does not hold it."""
         return self._slot_of.get(chunk_id)
