@@ -286,15 +286,21 @@ class KnowledgeBase:
         include_vectors: bool = False,
         depth: int = FUSION_DEPTH,
         rerank_depth: int = RERANK_DEPTH,
+        options: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
         """The ``top_k`` best documents for ``query`` under ``filter``, each as its best chunk, best first.
 
         Dense, sparse and hybrid rank documents (a document's rank is its best chunk's), so the
         results are ``top_k`` distinct documents; an extension's mode decides for itself.
 
+        ``options`` go to an extension's mode (:attr:`RetrievalRequest.options`); the built-in
+        modes take none.
+
         :raises UnsupportedFilterError: the filter uses an operator the store lacks (any mode).
-        :raises KBError: an unknown mode.
+        :raises KBError: an unknown mode, or options given to a built-in mode.
         """
+        if options and mode in BUILTIN_MODES:
+            raise KBError(f"search mode {mode!r} takes no options; got {sorted(options)}")
         parsed = coerce_filter(filter)
         if parsed is not None:
             require_supported(self.store.name, self.store.supported_filter_operators, parsed)
@@ -316,7 +322,9 @@ class KnowledgeBase:
             elif mode == "hybrid":
                 ranked = _chunks(await self._hybrid(query, query_vector, wanted, filter, depth))
             else:
-                ranked = await self._extension_mode(mode, query, query_vector, wanted, filter, depth)
+                ranked = await self._extension_mode(
+                    mode, query, query_vector, wanted, filter, depth, options or {}
+                )
             span.set_attribute("kb.candidates", len(ranked))
             span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
         hits = self._hydrate(ranked, include_vectors)
@@ -392,6 +400,7 @@ class KnowledgeBase:
         top_k: int,
         filter: Mapping[str, Any] | None,
         depth: int,
+        options: Mapping[str, Any],
     ) -> list[ScoredChunk]:
         owner = next((e for e in self.extensions.values() if mode in e.modes), None)
         if owner is None:
@@ -400,7 +409,7 @@ class KnowledgeBase:
         async def seeds(k: int) -> list[ScoredChunk]:
             return _chunks(await self._hybrid(query, query_vector, k, filter, max(k, depth)))
 
-        request = RetrievalRequest(query, top_k, filter, seeds, query_vector)
+        request = RetrievalRequest(query, top_k, filter, seeds, query_vector, dict(options))
         return (await owner.retrieve(mode, request))[:top_k]
 
     def _hydrate(self, ranked: list[ScoredChunk], include_vectors: bool) -> list[Hit]:
@@ -472,6 +481,10 @@ class _ExtensionContext:
     @property
     def dimension(self) -> int:
         return self._kb.manifest.embedder.dimension
+
+    @property
+    def kernel(self) -> Kernel:
+        return self._kb.kernel
 
     async def load_chunks(self, ids: Sequence[str], *, include_vectors: bool = False) -> list[ChunkRecord]:
         return [c.record(include_vectors) for c in self._kb.catalog.chunks(ids, include_vectors)]
