@@ -1,0 +1,264 @@
+"""What every vector store writes the same way, written once: checks, conversions and fallbacks.
+
+The checks of :mod:`toolkernel.vectors` test one argument each; these combine them the
+way each store method needs (:func:`check_query`, :func:`check_delete`,
+:func:`check_filter`), settle ``create_index`` against an existing index or a concurrent
+creator (:func:`create_index_once`), turn a backend's distance into the contract's score
+(:func:`score_from_distance`), open a backend connection once on first use
+(:class:`LazyResource`), and give a store whose backend cannot express the filter
+language a correct path through :func:`toolkernel.filters.matches`: a best-first search
+that fetches more until ``top_k`` records match (:func:`search_matching`), and the ids a
+filtered ``delete`` or ``count`` covers (:func:`matching_ids`).
+
+Stores use as many of them as fit; none is required, and the conformance kit judges the
+result the same either way.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+
+import anyio
+
+from toolkernel.filters import Filter, coerce_filter, matches, require_supported
+from toolkernel.vectors import (
+    IndexExistsError,
+    IndexInfo,
+    IndexNotFoundError,
+    Metric,
+    VectorInputError,
+    VectorStoreError,
+    check_index_args,
+    check_options,
+    check_top_k,
+    check_vector,
+)
+
+if TYPE_CHECKING:
+    from toolkernel.vectors import FilterInput
+
+__all__ = [
+    "LazyResource",
+    "QueryArgs",
+    "check_delete",
+    "check_filter",
+    "check_query",
+    "create_index_once",
+    "matching_ids",
+    "score_from_distance",
+    "search_matching",
+]
+
+T = TypeVar("T")
+H = TypeVar("H")
+
+
+class _Store(Protocol):
+    """What the checks read from a store: its name and the operators it evaluates."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def supported_filter_operators(self) -> frozenset[str]: ...
+
+
+class _Describes(Protocol):
+    async def describe_index(self, name: str) -> IndexInfo: ...
+
+
+class QueryArgs(NamedTuple):
+    """The arguments of ``query`` once checked: what the store searches with."""
+
+    vector: list[float]
+    """The query vector as a list of floats of the index's dimension."""
+    filter: Filter | None
+    """The parsed filter, or ``None`` when nothing is filtered (``None`` or ``{}``)."""
+    options: dict[str, Any]
+    """The store-specific options, only names the store knows."""
+
+
+def check_filter(store: _Store, filter: FilterInput | None) -> Filter | None:
+    """``filter`` parsed, or ``None`` when it tests nothing; an operator ``store`` lacks is refused.
+
+    :raises InvalidFilterError: the filter is malformed (the message names the path).
+    :raises UnsupportedFilterError: it uses an operator outside ``store.supported_filter_operators``.
+    """
+    parsed = coerce_filter(filter)
+    if parsed is not None:
+        require_supported(store.name, store.supported_filter_operators, parsed)
+    return parsed
+
+
+def check_query(
+    store: _Store,
+    dimension: int,
+    vector: Sequence[float],
+    top_k: int,
+    filter: FilterInput | None = None,
+    options: Mapping[str, Any] | None = None,
+    known: Sequence[str] = (),
+) -> QueryArgs:
+    """Every check ``query`` makes, in the contract's order: vector, ``top_k``, options, filter.
+
+    ``known`` names the query options the store accepts (none by default). Call it after
+    looking the index up, so a missing index is reported first.
+    """
+    checked = check_vector(vector, dimension)
+    check_top_k(top_k)
+    opts = check_options(store.name, options, known)
+    return QueryArgs(checked, check_filter(store, filter), opts)
+
+
+def check_delete(
+    store: _Store, ids: Sequence[str] | None, filter: FilterInput | None
+) -> tuple[list[str] | None, Filter | None]:
+    """``delete``'s arguments checked: ``(ids, parsed filter)``, either ``None`` when not restricting.
+
+    Passing neither raises :class:`VectorInputError` (a forgotten argument never empties an
+    index), as does a single string for ``ids``. ``(None, None)`` is returned for
+    ``filter={}``: every record. ``ids=[]`` comes back as ``[]``: nothing to delete.
+    """
+    if ids is None and filter is None:
+        raise VectorInputError("delete: pass ids, a filter or both; delete_index() drops an index")
+    if isinstance(ids, str):
+        raise VectorInputError("delete: ids must be a sequence of strings, got a single string")
+    return (None if ids is None else list(ids)), check_filter(store, filter)
+
+
+async def create_index_once(
+    store: _Describes,
+    name: str,
+    dimension: int,
+    metric: str,
+    create: Callable[[], Awaitable[object]],
+) -> None:
+    """``create_index`` for any backend: check the arguments, create the index unless it exists.
+
+    ``create()`` makes the index in the backend; it must fail (raise anything) when the
+    index exists already, so that when two callers race, the loser compares its dimension
+    and metric with the winner's. An existing index with the same dimension and metric
+    makes this a no-op; with others, :class:`IndexExistsError`. ``store.describe_index``
+    must raise :class:`IndexNotFoundError` for an index that does not exist.
+    """
+    check_index_args(name, dimension, metric)
+    try:
+        existing = await store.describe_index(name)
+    except IndexNotFoundError:
+        try:
+            await create()
+            return
+        except Exception as failed:
+            try:  # a concurrent create_index may have won the race: compare with what it made
+                existing = await store.describe_index(name)
+            except IndexNotFoundError:
+                raise failed from None
+    if (existing.dimension, existing.metric) != (dimension, metric):
+        raise IndexExistsError(name, existing)
+
+
+def score_from_distance(
+    metric: Metric, distance: float, *, squared_l2: bool = True, negated_dot: bool = False
+) -> float:
+    """The contract's higher-is-better score for a backend's *distance* (lower-is-better).
+
+    For ``cosine`` the distance is ``1 - cos`` (every backend seen); for ``euclidean`` it is
+    the squared L2 distance (LanceDB ``l2``, Chroma ``l2``, FAISS) unless
+    ``squared_l2=False`` (pgvector ``<->``); for ``dot`` it is ``1 - a·b`` (LanceDB ``dot``,
+    Chroma ``ip``) unless ``negated_dot=True`` (pgvector ``<#>``: ``-a·b``).
+    """
+    if metric == "cosine":
+        return 1.0 - distance
+    if metric == "euclidean":
+        return -(max(distance, 0.0) ** 0.5) if squared_l2 else -distance
+    return -distance if negated_dot else 1.0 - distance
+
+
+async def search_matching(
+    search: Callable[[int], Awaitable[Sequence[H]]],
+    top_k: int,
+    where: Filter | None,
+    metadata: Callable[[H], Mapping[str, Any]],
+) -> list[H]:
+    """The best ``top_k`` hits whose metadata matches ``where``, for a backend that cannot filter.
+
+    ``search(limit)`` returns the index's ``limit`` best hits, best first, or every hit
+    when the index holds fewer; ``metadata(hit)`` is a hit's metadata. Without a filter,
+    one search of ``top_k``. With one, the hits are filtered with
+    :func:`~toolkernel.filters.matches` and, while fewer than ``top_k`` match and the
+    search returned all it was asked for, searched again for four times as many: asking
+    the backend for ``top_k`` and dropping misses would return fewer records than match.
+    """
+    limit = top_k if where is None else max(4 * top_k, 64)
+    while True:
+        found = await search(limit)
+        kept = list(found) if where is None else [hit for hit in found if matches(where, metadata(hit))]
+        if len(kept) >= top_k or len(found) < limit:
+            return kept[:top_k]
+        limit *= 4
+
+
+def matching_ids(
+    records: Iterable[tuple[str, Mapping[str, Any]]],
+    where: Filter | None,
+    ids: Sequence[str] | None = None,
+) -> list[str]:
+    """The ids among ``(id, metadata)`` records that match ``where`` and, if given, are in ``ids``.
+
+    What a store that filters with :func:`~toolkernel.filters.matches` deletes for
+    ``delete(ids, filter)`` and counts for ``count(filter)``; ``where=None`` matches every record.
+    """
+    wanted = None if ids is None else set(ids)
+    return [
+        id_
+        for id_, meta in records
+        if (wanted is None or id_ in wanted) and (where is None or matches(where, meta))
+    ]
+
+
+class LazyResource(Generic[T]):
+    """A connection (client, pool, file) opened on first use, once, however many calls race for it.
+
+    A store's factory runs outside any event loop and must not do I/O, so the store keeps a
+    ``LazyResource(open, close)`` and awaits :meth:`get` in every method. ``open`` is an
+    async function; ``close``, given the resource, may be sync or async. After
+    :meth:`aclose`, :meth:`get` raises :class:`VectorStoreError`.
+    """
+
+    def __init__(
+        self,
+        open: Callable[[], Awaitable[T]],
+        close: Callable[[T], object] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> None:
+        """Remember how to open and close; nothing opens yet. ``timeout`` bounds the opening, in seconds."""
+        self._open = open
+        self._close = close
+        self._timeout = timeout
+        self._value: T | None = None
+        self._lock = anyio.Lock()
+        self._closed = False
+
+    async def get(self) -> T:
+        """The resource, opened by the first caller (concurrent first callers wait for that one)."""
+        if self._value is None:
+            async with self._lock:
+                if self._closed:
+                    raise VectorStoreError("the store is closed; aclose() was called")
+                if self._value is None:
+                    with anyio.fail_after(self._timeout):
+                        self._value = await self._open()
+        return self._value
+
+    async def aclose(self) -> None:
+        """Close the resource if it was opened; later :meth:`get` calls raise."""
+        async with self._lock:
+            self._closed = True
+            value, self._value = self._value, None
+            if value is not None and self._close is not None:
+                result = self._close(value)
+                if inspect.isawaitable(result):
+                    await result
