@@ -163,7 +163,8 @@ def test_score_from_distance_matches_the_contract_for_each_backend_convention():
 def _records(n: int) -> list[dict[str, Any]]:
     """Hits best first; only every tenth one has colour red."""
     return [
-        {"id": f"r{i}", "score": -i, "meta": {"colour": "red" if i % 10 == 9 else "blue"}} for i in range(n)
+        {"id": f"r{i}", "score": -i, "metadata": {"colour": "red" if i % 10 == 9 else "blue"}, "vector": [i]}
+        for i in range(n)
     ]
 
 
@@ -173,26 +174,28 @@ async def test_search_matching_fetches_more_until_top_k_match():
 
     async def search(limit: int) -> list[dict[str, Any]]:
         asked.append(limit)
-        return records[:limit]
+        return [{**r, "_distance": i} for i, r in enumerate(records[:limit])]  # extra keys are ignored
 
     where = parse_filter({"colour": "red"})
-    got = await search_matching(search, 20, where, lambda hit: hit["meta"])
-    expected = [r for r in records if matches(where, r["meta"])][:20]
-    assert got == expected
+    got = await search_matching(search, 20, where)
+    expected = [r for r in records if matches(where, r["metadata"])][:20]
+    assert [hit.id for hit in got] == [r["id"] for r in expected]
+    assert [hit.score for hit in got] == [r["score"] for r in expected]
+    assert all(hit.vector is None and hit.document is None for hit in got)
     assert asked == [80, 320]  # 80 best hold only 8 red ones; 320 hold 32
 
     asked.clear()
-    assert await search_matching(search, 5, None, lambda hit: hit["meta"]) == records[:5]
+    got = await search_matching(search, 5, None, include_vectors=True)
+    assert [(hit.id, hit.vector) for hit in got] == [(r["id"], r["vector"]) for r in records[:5]]
     assert asked == [5]  # no filter: one search of top_k
 
     asked.clear()
-    where = parse_filter({"colour": "green"})
-    assert await search_matching(search, 5, where, lambda hit: hit["meta"]) == []
+    assert await search_matching(search, 5, parse_filter({"colour": "green"})) == []
     assert asked == [64, 256, 1024]  # stops once the search returns fewer than it was asked for
 
 
 def test_matching_ids():
-    records = [(r["id"], r["meta"]) for r in _records(30)]
+    records = [(r["id"], r["metadata"]) for r in _records(30)]
     red = parse_filter({"colour": "red"})
     assert matching_ids(records, red) == ["r9", "r19", "r29"]
     assert matching_ids(records, red, ["r19", "r20", "missing"]) == ["r19"]

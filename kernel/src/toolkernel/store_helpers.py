@@ -28,12 +28,14 @@ from toolkernel.vectors import (
     IndexInfo,
     IndexNotFoundError,
     Metric,
+    QueryResult,
     VectorInputError,
     VectorStoreError,
     check_index_args,
     check_options,
     check_top_k,
     check_vector,
+    query_results,
 )
 
 if TYPE_CHECKING:
@@ -52,7 +54,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-H = TypeVar("H")
 
 
 class _Store(Protocol):
@@ -177,27 +178,32 @@ def score_from_distance(
 
 
 async def search_matching(
-    search: Callable[[int], Awaitable[Sequence[H]]],
+    search: Callable[[int], Awaitable[Sequence[Mapping[str, Any]]]],
     top_k: int,
     where: Filter | None,
-    metadata: Callable[[H], Mapping[str, Any]],
-) -> list[H]:
-    """The best ``top_k`` hits whose metadata matches ``where``, for a backend that cannot filter.
+    include_vectors: bool = False,
+) -> list[QueryResult]:
+    """``query``'s results for a backend that cannot filter: its best hits that match ``where``.
 
-    ``search(limit)`` returns the index's ``limit`` best hits, best first, or every hit
-    when the index holds fewer; ``metadata(hit)`` is a hit's metadata. Without a filter,
-    one search of ``top_k``. With one, the hits are filtered with
-    :func:`~toolkernel.filters.matches` and, while fewer than ``top_k`` match and the
-    search returned all it was asked for, searched again for four times as many: asking
-    the backend for ``top_k`` and dropping misses would return fewer records than match.
+    ``search(limit)`` returns the index's ``limit`` best hits, best first (every hit when
+    the index holds fewer), each a mapping of :class:`~toolkernel.vectors.QueryResult`
+    fields: ``id``, ``score``, ``metadata`` (tested against ``where``), optionally
+    ``document`` and ``vector``; other keys are ignored. Without a filter, one search of
+    ``top_k``. With one, hits are filtered with :func:`~toolkernel.filters.matches` and,
+    while fewer than ``top_k`` match and the search returned all it was asked for,
+    searched again for four times as many: asking the backend for ``top_k`` and dropping
+    misses would return fewer records than match. Vectors are kept only with ``include_vectors``.
     """
     limit = top_k if where is None else max(4 * top_k, 64)
     while True:
         found = await search(limit)
-        kept = list(found) if where is None else [hit for hit in found if matches(where, metadata(hit))]
+        kept = list(found) if where is None else [hit for hit in found if matches(where, hit["metadata"])]
         if len(kept) >= top_k or len(found) < limit:
-            return kept[:top_k]
+            break
         limit *= 4
+    return query_results(
+        [{**hit, "vector": hit.get("vector") if include_vectors else None} for hit in kept[:top_k]]
+    )
 
 
 def matching_ids(
