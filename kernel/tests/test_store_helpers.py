@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from typing import Any
@@ -195,13 +196,27 @@ async def test_search_matching_fetches_more_until_top_k_match():
 
 
 def test_matching_ids():
-    records = [(r["id"], r["metadata"]) for r in _records(30)]
+    records = _records(30)
     red = parse_filter({"colour": "red"})
     assert matching_ids(records, red) == ["r9", "r19", "r29"]
     assert matching_ids(records, red, ["r19", "r20", "missing"]) == ["r19"]
     assert matching_ids(records, None, ["r3", "missing"]) == ["r3"]
     assert len(matching_ids(records, None)) == 30
     assert matching_ids(records, None, []) == []
+
+
+async def test_metadata_kept_as_json_text_is_decoded():
+    """A store with a JSON metadata column hands rows over as they come from the backend."""
+    rows = [{"id": r["id"], "score": r["score"], "metadata": json.dumps(r["metadata"])} for r in _records(30)]
+
+    async def search(limit: int) -> list[dict[str, Any]]:
+        return rows[:limit]
+
+    red = parse_filter({"colour": "red"})
+    assert matching_ids(rows, red) == ["r9", "r19", "r29"]
+    got = await search_matching(search, 2, red)
+    assert [(hit.id, hit.metadata) for hit in got] == [("r9", {"colour": "red"}), ("r19", {"colour": "red"})]
+    assert (await search_matching(search, 1, None))[0].metadata == {"colour": "blue"}
 
 
 async def test_lazy_resource_opens_once_and_closes():

@@ -17,6 +17,7 @@ result the same either way.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
@@ -187,7 +188,8 @@ async def search_matching(
 
     ``search(limit)`` returns the index's ``limit`` best hits, best first (every hit when
     the index holds fewer), each a mapping of :class:`~toolkernel.vectors.QueryResult`
-    fields: ``id``, ``score``, ``metadata`` (tested against ``where``), optionally
+    fields: ``id``, ``score``, ``metadata`` (tested against ``where``; a mapping, or a JSON
+    object as text for a store that keeps metadata in a JSON column), optionally
     ``document`` and ``vector``; other keys are ignored. Without a filter, one search of
     ``top_k``. With one, hits are filtered with :func:`~toolkernel.filters.matches` and,
     while fewer than ``top_k`` match and the search returned all it was asked for,
@@ -196,32 +198,40 @@ async def search_matching(
     """
     limit = top_k if where is None else max(4 * top_k, 64)
     while True:
-        found = await search(limit)
-        kept = list(found) if where is None else [hit for hit in found if matches(where, hit["metadata"])]
+        found = [{**hit, "metadata": _metadata(hit)} for hit in await search(limit)]
+        kept = found if where is None else [hit for hit in found if matches(where, hit["metadata"])]
         if len(kept) >= top_k or len(found) < limit:
             break
         limit *= 4
     return query_results(
-        [{**hit, "vector": hit.get("vector") if include_vectors else None} for hit in kept[:top_k]]
+        [hit | {"vector": hit.get("vector") if include_vectors else None} for hit in kept[:top_k]]
     )
 
 
 def matching_ids(
-    records: Iterable[tuple[str, Mapping[str, Any]]],
-    where: Filter | None,
-    ids: Sequence[str] | None = None,
+    records: Iterable[Mapping[str, Any]], where: Filter | None, ids: Sequence[str] | None = None
 ) -> list[str]:
-    """The ids among ``(id, metadata)`` records that match ``where`` and, if given, are in ``ids``.
+    """The ids of ``records`` that match ``where`` and, if given, are among ``ids``.
 
-    What a store that filters with :func:`~toolkernel.filters.matches` deletes for
-    ``delete(ids, filter)`` and counts for ``count(filter)``; ``where=None`` matches every record.
+    Each record is a mapping with an ``id`` and its ``metadata`` (a mapping, or a JSON
+    object as text). What a store that filters with :func:`~toolkernel.filters.matches`
+    deletes for ``delete(ids, filter)`` and counts for ``count(filter)``; ``where=None``
+    matches every record.
     """
     wanted = None if ids is None else set(ids)
     return [
-        id_
-        for id_, meta in records
-        if (wanted is None or id_ in wanted) and (where is None or matches(where, meta))
+        record["id"]
+        for record in records
+        if (wanted is None or record["id"] in wanted) and (where is None or matches(where, _metadata(record)))
     ]
+
+
+def _metadata(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A record's metadata, decoded when the store keeps it as JSON text."""
+    meta: Mapping[str, Any] = record["metadata"]
+    if isinstance(meta, str):
+        meta = json.loads(meta)
+    return meta
 
 
 class LazyResource(Generic[T]):
