@@ -376,6 +376,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "check_filter",
         "check_query",
         "create_index_once",
+        "ids_to_delete",
         "matching_ids",
         "score_from_distance",
         "search_matching",

@@ -17,6 +17,7 @@ from toolkernel.store_helpers import (
     check_filter,
     check_query,
     create_index_once,
+    ids_to_delete,
     matching_ids,
     score_from_distance,
     search_matching,
@@ -203,6 +204,27 @@ def test_matching_ids():
     assert matching_ids(records, None, ["r3", "missing"]) == ["r3"]
     assert len(matching_ids(records, None)) == 30
     assert matching_ids(records, None, []) == []
+
+
+async def test_ids_to_delete_reads_records_only_for_a_filter():
+    reads: list[int] = []
+
+    async def records() -> list[dict[str, Any]]:
+        reads.append(1)
+        return _records(30)
+
+    assert await ids_to_delete(STORE, ["r1", "nope"], None, records) == ["r1", "nope"]
+    assert reads == []  # ids alone: nothing to read
+    assert await ids_to_delete(STORE, None, {"colour": "red"}, records) == ["r9", "r19", "r29"]
+    assert await ids_to_delete(STORE, ["r9", "r10"], {"colour": "red"}, records) == ["r9"]
+    assert len(await ids_to_delete(STORE, None, {}, records)) == 30  # {}: every record
+    assert await ids_to_delete(STORE, [], {"colour": "red"}, records) == []
+    assert len(reads) == 3  # ids=[]: nothing to delete, nothing read
+    with pytest.raises(VectorInputError, match="pass ids, a filter or both"):
+        await ids_to_delete(STORE, None, None, records)
+    with pytest.raises(UnsupportedFilterError):
+        await ids_to_delete(STORE, None, {"colour": {"$ne": "red"}}, records)
+    assert len(reads) == 3  # bad arguments are refused before anything is read
 
 
 async def test_metadata_kept_as_json_text_is_decoded():

@@ -8,7 +8,7 @@ creator (:func:`create_index_once`), turn a backend's distance into the contract
 (:class:`LazyResource`), and give a store whose backend cannot express the filter
 language a correct path through :func:`toolkernel.filters.matches`: a best-first search
 that fetches more until ``top_k`` records match (:func:`search_matching`), and the ids a
-filtered ``delete`` or ``count`` covers (:func:`matching_ids`).
+filtered ``delete`` or ``count`` covers (:func:`ids_to_delete`, :func:`matching_ids`).
 
 Stores use as many of them as fit; none is required, and the conformance kit judges the
 result the same either way.
@@ -49,6 +49,7 @@ __all__ = [
     "check_filter",
     "check_query",
     "create_index_once",
+    "ids_to_delete",
     "matching_ids",
     "score_from_distance",
     "search_matching",
@@ -224,6 +225,26 @@ def matching_ids(
         for record in records
         if (wanted is None or record["id"] in wanted) and (where is None or matches(where, _metadata(record)))
     ]
+
+
+async def ids_to_delete(
+    store: _Store,
+    ids: Sequence[str] | None,
+    filter: FilterInput | None,
+    records: Callable[[], Awaitable[Iterable[Mapping[str, Any]]]],
+) -> list[str]:
+    """The ids ``delete(ids, filter)`` removes, for a store that filters with :func:`matches`.
+
+    The arguments are checked as :func:`check_delete` does. ``ids`` alone come back as
+    given (unknown ids are the backend's to ignore), ``ids=[]`` as ``[]``; with a filter,
+    or ``filter={}`` (every record), ``await records()`` is read, mappings with ``id`` and
+    ``metadata`` as for :func:`matching_ids`, and the ids that match (and are among
+    ``ids``, if given) come back.
+    """
+    wanted, where = check_delete(store, ids, filter)
+    if wanted == [] or (wanted is not None and where is None):
+        return wanted
+    return matching_ids(await records(), where, wanted)
 
 
 def _metadata(record: Mapping[str, Any]) -> Mapping[str, Any]:
