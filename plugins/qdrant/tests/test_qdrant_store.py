@@ -109,6 +109,44 @@ async def test_edge_data_survives_a_restart(tmp_path: Path) -> None:
         await reopened.aclose()
 
 
+_HOLDER = """
+import sys, time, anyio
+from toolkernel_qdrant import create_store
+
+async def main():
+    store = create_store(path=sys.argv[1])
+    await store.query("docs", [1.0, 0.0, 0.0], top_k=1)
+    print("holding", flush=True)
+    time.sleep(60)
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_shard_held_by_another_process_is_a_clear_error(tmp_path: Path) -> None:
+    import sys
+
+    from toolkernel.vectors import VectorStoreError
+
+    store = create_store(path=tmp_path)
+    await store.create_index("docs", 3, "dot")
+    await store.upsert("docs", ["a"], [[1.0, 0.0, 0.0]])
+    await store.aclose()
+    async with await anyio.open_process([sys.executable, "-c", _HOLDER, str(tmp_path)]) as holder:
+        try:
+            assert holder.stdout is not None
+            with anyio.fail_after(60):
+                line = await holder.stdout.receive()
+            assert line.strip() == b"holding"
+            second = create_store(path=tmp_path)
+            with pytest.raises(VectorStoreError, match="in use by another process"):
+                await second.query("docs", [1.0, 0.0, 0.0], top_k=1)
+            await second.aclose()
+        finally:
+            holder.kill()
+
+
 @pytest.mark.anyio
 async def test_collection_prefix_isolates_indexes(tmp_path: Path) -> None:
     mine = create_store(path=tmp_path, collection_prefix="tk_")

@@ -27,7 +27,7 @@ import anyio.to_thread
 import qdrant_edge as qe
 
 from toolkernel.threads import WorkerThreads
-from toolkernel.vectors import Metric
+from toolkernel.vectors import Metric, VectorStoreError
 from toolkernel_qdrant._base import Hit, IndexSpec, QdrantStoreBase
 from toolkernel_qdrant._translate import QdrantFilter
 from toolkernel_qdrant.settings import QdrantSettings
@@ -96,7 +96,7 @@ class QdrantEdgeStore(QdrantStoreBase):
                 opened = self._shards.get(collection)
                 if opened is None:
                     path = str(self._dir(collection) / "shard")
-                    opened = _Shard(await anyio.to_thread.run_sync(qe.EdgeShard.load, path))
+                    opened = _Shard(await _open_shard(qe.EdgeShard.load, path))
                     self._shards[collection] = opened
         return opened
 
@@ -110,7 +110,7 @@ class QdrantEdgeStore(QdrantStoreBase):
             config = qe.EdgeConfig(
                 vectors=qe.EdgeVectorParams(size=spec.dimension, distance=_DISTANCE[spec.metric])
             )
-            shard = await anyio.to_thread.run_sync(qe.EdgeShard.create, str(directory / "shard"), config)
+            shard = await _open_shard(qe.EdgeShard.create, str(directory / "shard"), config)
             (directory / _SPEC_FILE).write_text(
                 json.dumps({"dimension": spec.dimension, "metric": spec.metric})
             )
@@ -221,3 +221,16 @@ def _edge_condition(cond: dict[str, Any]) -> Any:
     if "has_id" in cond:
         return qe.HasIdCondition(point_ids=set(cond["has_id"]))
     return _edge_filter(cond)
+
+
+async def _open_shard(open_: Any, path: str, *args: Any) -> qe.EdgeShard:
+    """Open or create a shard; one already held by another process is a clear error, not a WAL one."""
+    try:
+        return await anyio.to_thread.run_sync(open_, path, *args)
+    except Exception as exc:
+        if "WouldBlock" in str(exc):
+            raise VectorStoreError(
+                f"qdrant: the shard at {path} is in use by another process (a Qdrant Edge shard "
+                "opens in one process at a time: stop the other server or ingestion first)"
+            ) from exc
+        raise

@@ -4,8 +4,9 @@ It is the source of truth for ingestion. A document row carries the content hash
 last indexed with and a state: ``pending`` while its chunks are being written to the vector
 store, ``done`` once they all are. A run killed midway leaves ``pending`` rows (or none), so
 the next run rewrites exactly those documents; chunk ids are deterministic, so rewriting
-never duplicates. Chunks keep their text, metadata, vector (float32) and BM25 terms, from
-which the sparse index is rebuilt and extensions are caught up without re-embedding.
+never duplicates. Documents and chunks keep their BM25 terms and chunks their text, metadata
+and vector (float32), from which the sparse index is rebuilt and extensions are caught up
+without re-embedding.
 
 SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction survives a
 killed process.
@@ -33,7 +34,8 @@ CREATE TABLE IF NOT EXISTS documents (
     state TEXT NOT NULL CHECK (state IN ('pending', 'done')),
     metadata TEXT NOT NULL,
     text TEXT NOT NULL,
-    chunk_count INTEGER NOT NULL DEFAULT 0
+    chunk_count INTEGER NOT NULL DEFAULT 0,
+    terms TEXT
 );
 CREATE INDEX IF NOT EXISTS documents_source ON documents (source);
 CREATE TABLE IF NOT EXISTS chunks (
@@ -110,6 +112,9 @@ class Catalog:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(documents)")}
+            if "terms" not in columns:  # a catalog written before documents kept their terms
+                self._db.execute("ALTER TABLE documents ADD COLUMN terms TEXT")
 
     def close(self) -> None:
         with self._lock:
@@ -127,15 +132,15 @@ class Catalog:
             )
             return {r[0]: (r[1], r[2]) for r in rows}
 
-    def mark_pending(self, docs: Iterable[tuple[str, str, str, dict[str, Any], str]]) -> None:
-        """Record documents ``(id, source, hash, metadata, text)`` as being written (one transaction)."""
+    def mark_pending(self, docs: Iterable[tuple[str, str, str, dict[str, Any], str, str]]) -> None:
+        """Record documents ``(id, source, hash, metadata, text, terms)`` as being written."""
         with self._lock, self._transaction():
             self._db.executemany(
-                "INSERT INTO documents (id, source, hash, state, metadata, text) "
-                "VALUES (?, ?, ?, 'pending', ?, ?) "
+                "INSERT INTO documents (id, source, hash, state, metadata, text, terms) "
+                "VALUES (?, ?, ?, 'pending', ?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET source=excluded.source, hash=excluded.hash, state='pending', "
-                "metadata=excluded.metadata, text=excluded.text",
-                [(i, s, h, json.dumps(m, ensure_ascii=False), t) for i, s, h, m, t in docs],
+                "metadata=excluded.metadata, text=excluded.text, terms=excluded.terms",
+                [(i, s, h, json.dumps(m, ensure_ascii=False), t, terms) for i, s, h, m, t, terms in docs],
             )
 
     def commit_documents(self, document_ids: Sequence[str], chunks: Sequence[StoredChunk]) -> None:
@@ -258,6 +263,27 @@ class Catalog:
             rows = self._db.execute("SELECT id, terms, metadata FROM chunks ORDER BY rowid").fetchall()
         for r in rows:
             yield r[0], r[1], json.loads(r[2])
+
+    def document_texts(self, document_ids: Sequence[str], max_chars: int) -> dict[str, str]:
+        """``document id -> text`` of those documents whose text is at most ``max_chars`` long."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, text FROM documents "
+                "WHERE length(text) <= ? AND id IN (SELECT value FROM json_each(?))",
+                (max_chars, json.dumps(list(document_ids))),
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def document_terms(self) -> dict[str, str | None]:
+        """``document id -> terms`` of every done document; ``None`` where an older catalog kept none."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, terms FROM documents WHERE state = 'done'").fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def set_document_terms(self, terms: Sequence[tuple[str, str]]) -> None:
+        """Keep ``(document id, terms)`` for documents an older catalog stored without them."""
+        with self._lock, self._transaction():
+            self._db.executemany("UPDATE documents SET terms = ? WHERE id = ?", [(t, d) for d, t in terms])
 
     # -- extensions --------------------------------------------------------------------
 

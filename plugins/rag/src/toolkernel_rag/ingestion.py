@@ -147,7 +147,9 @@ async def _write(
     report.chunk_seconds += time.perf_counter() - t0
     # Old chunks of changed (or half-written) documents leave the store before new ones arrive.
     stale = [d.id for d in documents if d.id in known]
-    kb.catalog.mark_pending((d.id, d.source, d.hash, d.metadata, d.text) for d in documents)
+    kb.catalog.mark_pending(
+        (d.id, d.source, d.hash, d.metadata, d.text, kb.sparse.terms(d.text)) for d in documents
+    )
     t1 = time.perf_counter()
     if stale:
         await kb.store.delete(kb.index, filter={"document_id": {"$in": stale}})

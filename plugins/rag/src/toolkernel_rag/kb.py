@@ -3,7 +3,7 @@
 :meth:`KnowledgeBase.open` reads the manifest (or writes it, creating the knowledge base)
 and refuses a mismatch: asking for another embedder than the one the vectors came from is
 an error, never silent garbage. :meth:`KnowledgeBase.search` runs dense, sparse or hybrid
-retrieval (or an extension's mode), fuses by reciprocal rank, reranks when asked, and
+retrieval (or an extension's mode) over documents, fuses by reciprocal rank, reranks when asked, and
 hydrates chunks from the catalog.
 """
 
@@ -50,8 +50,17 @@ DEFAULT_STORE = "qdrant"
 RRF_K = 60
 FUSION_DEPTH = 100
 """Candidates each of dense and sparse contributes to the fusion (the SciFact reference used 100)."""
+MAX_CHUNK_OVERFETCH = 8
+"""Dense retrieval asks the store for at most this many chunks per document wanted."""
 RERANK_DEPTH = 50
 """Candidates a reranker re-scores before the top ``top_k`` are kept."""
+RERANK_DOCUMENT_CHARS = 4000
+"""A candidate is a document: the reranker reads its whole text up to this length, else the passage.
+
+The passage shown for a document is the best chunk of one ranking; the other ranking may have
+matched another chunk. On SciFact (250-token chunks) the weighted reranker scored 2.3 nDCG
+points under hybrid reading passages and 0.2 under it reading whole abstracts.
+"""
 
 _tracer = trace.get_tracer("toolkernel_rag")
 
@@ -86,6 +95,7 @@ class KnowledgeBase:
         self._query_embedder: Embedder | None = None
         self._chunkers: dict[str, Chunker] = {}
         self._rerankers: dict[str, Reranker] = {}
+        self._overfetch = (-1, 1)
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
 
@@ -274,7 +284,10 @@ class KnowledgeBase:
         depth: int = FUSION_DEPTH,
         rerank_depth: int = RERANK_DEPTH,
     ) -> list[Hit]:
-        """The ``top_k`` chunks for ``query`` under ``filter``, best first.
+        """The ``top_k`` best documents for ``query`` under ``filter``, each as its best chunk, best first.
+
+        Dense, sparse and hybrid rank documents (a document's rank is its best chunk's), so the
+        results are ``top_k`` distinct documents; an extension's mode decides for itself.
 
         :raises UnsupportedFilterError: the filter uses an operator the store lacks (any mode).
         :raises KBError: an unknown mode.
@@ -294,11 +307,11 @@ class KnowledgeBase:
             started = time.perf_counter()
             span.set_attribute("kb.mode", mode)
             if mode == "dense":
-                ranked = await self._dense(await query_vector(), wanted, filter)
+                ranked = _chunks(await self._dense(await query_vector(), wanted, filter))
             elif mode == "sparse":
-                ranked = self._sparse(query, wanted, filter)
+                ranked = _chunks(self._sparse(query, wanted, filter))
             elif mode == "hybrid":
-                ranked = await self._hybrid(query, query_vector, wanted, filter, depth)
+                ranked = _chunks(await self._hybrid(query, query_vector, wanted, filter, depth))
             else:
                 ranked = await self._extension_mode(mode, query, query_vector, wanted, filter, depth)
             span.set_attribute("kb.candidates", len(ranked))
@@ -310,11 +323,35 @@ class KnowledgeBase:
 
     async def _dense(
         self, vector: list[float], top_k: int, filter: Mapping[str, Any] | None
-    ) -> list[ScoredChunk]:
-        results = await self.store.query(self.index, vector, top_k=top_k, filter=filter)
-        return [ScoredChunk(r.id, r.score) for r in results]
+    ) -> list[tuple[str, ScoredChunk]]:
+        """The ``top_k`` best documents by their best chunk's similarity, as ``(document id, chunk)``.
 
-    def _sparse(self, query: str, top_k: int, filter: Mapping[str, Any] | None) -> list[ScoredChunk]:
+        The store ranks chunks, so it is asked for as many more as a document has chunks on
+        average: fewer and a long document's chunks crowd the others out of the fusion's depth.
+        """
+        fetch = top_k * self._chunks_per_document()
+        results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
+        best: dict[str, ScoredChunk] = {}
+        for r in results:
+            document_id = str(r.metadata.get("document_id", r.id))
+            if document_id not in best:
+                best[document_id] = ScoredChunk(r.id, r.score)
+                if len(best) == top_k:
+                    break
+        return list(best.items())
+
+    def _chunks_per_document(self) -> int:
+        """Mean chunks per document, rounded up, between 1 and :data:`MAX_CHUNK_OVERFETCH`."""
+        generation = self.catalog.generation()
+        if self._overfetch[0] != generation:
+            documents, _, chunks = self.catalog.counts()
+            ratio = -(-chunks // documents) if documents else 1
+            self._overfetch = (generation, max(1, min(MAX_CHUNK_OVERFETCH, ratio)))
+        return self._overfetch[1]
+
+    def _sparse(
+        self, query: str, top_k: int, filter: Mapping[str, Any] | None
+    ) -> list[tuple[str, ScoredChunk]]:
         self.sparse.refresh(self.catalog)
         parsed = coerce_filter(filter)
         allowed = None if parsed is None else (lambda meta: matches(parsed, meta))
@@ -327,7 +364,7 @@ class KnowledgeBase:
         top_k: int,
         filter: Mapping[str, Any] | None,
         depth: int,
-    ) -> list[ScoredChunk]:
+    ) -> list[tuple[str, ScoredChunk]]:
         n = max(top_k, depth)
         sparse = self._sparse(query, n, filter)
         dense = await self._dense(await query_vector(), n, filter)
@@ -352,7 +389,7 @@ class KnowledgeBase:
             raise KBError(f"search mode {mode!r} is not available; modes: {', '.join(self.modes)}")
 
         async def seeds(k: int) -> list[ScoredChunk]:
-            return await self._hybrid(query, query_vector, k, filter, max(k, depth))
+            return _chunks(await self._hybrid(query, query_vector, k, filter, max(k, depth)))
 
         request = RetrievalRequest(query, top_k, filter, seeds, query_vector)
         return (await owner.retrieve(mode, request))[:top_k]
@@ -369,7 +406,8 @@ class KnowledgeBase:
         with _tracer.start_as_current_span("kb.rerank") as span:
             started = time.perf_counter()
             # Candidates carry their retrieval scores: a reranker that blends them in (weighted) uses them.
-            candidates = [Candidate(h.chunk.text, h.score) for h in hits]
+            texts = self.catalog.document_texts([h.chunk.document_id for h in hits], RERANK_DOCUMENT_CHARS)
+            candidates = [Candidate(texts.get(h.chunk.document_id, h.chunk.text), h.score) for h in hits]
             order = await rerank(self.reranker(name), query, candidates)
             span.set_attribute("kb.reranker", name)
             span.set_attribute("kb.candidates", len(hits))
@@ -377,13 +415,28 @@ class KnowledgeBase:
         return [Hit(hits[i].chunk, score) for i, score in order]
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[ScoredChunk]], k: int = RRF_K) -> list[ScoredChunk]:
-    """Fuse rankings: each chunk scores ``sum(1 / (k + rank))`` over the rankings it appears in."""
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[tuple[str, ScoredChunk]]], k: int = RRF_K
+) -> list[tuple[str, ScoredChunk]]:
+    """Fuse rankings of documents: each scores ``sum(1 / (k + rank))`` over the rankings it is in.
+
+    Documents, not chunks, are fused: dense and sparse often pick different chunks of the same
+    document, and fusing by chunk would split the document's votes between them. A document
+    is shown by the chunk of the ranking that placed it highest (the first ranking on a tie).
+    """
     scores: dict[str, float] = {}
+    shown: dict[str, tuple[int, ScoredChunk]] = {}
     for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item.id] = scores.get(item.id, 0.0) + 1.0 / (k + rank)
-    return [ScoredChunk(i, s) for i, s in sorted(scores.items(), key=lambda kv: -kv[1])]
+        for rank, (document_id, chunk) in enumerate(ranking, start=1):
+            scores[document_id] = scores.get(document_id, 0.0) + 1.0 / (k + rank)
+            if document_id not in shown or rank < shown[document_id][0]:
+                shown[document_id] = (rank, chunk)
+    order = sorted(scores.items(), key=lambda kv: -kv[1])
+    return [(d, ScoredChunk(shown[d][1].id, score)) for d, score in order]
+
+
+def _chunks(ranked: list[tuple[str, ScoredChunk]]) -> list[ScoredChunk]:
+    return [chunk for _, chunk in ranked]
 
 
 class _ExtensionContext:

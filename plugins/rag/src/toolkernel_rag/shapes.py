@@ -140,7 +140,7 @@ def search_input_schema(
                 "minimum": 1,
                 "maximum": max_top_k,
                 "default": default_top_k,
-                "description": "How many passages to return.",
+                "description": "How many passages to return (one per document in dense, sparse and hybrid).",
             },
             "filter": {
                 **built["node"],
