@@ -14,9 +14,9 @@ all alike: ``dense``, ``sparse``, ``hybrid``, and ``hybrid`` + each reranker tha
 (``weighted`` always; ``cross-encoder`` when a model is found in the model caches; ``http``
 when ``$RERANK_BASE_URL`` is set).
 
-A result's ``document_id`` is the corpus record's ``id``. The tool returns passages (chunks),
-so a document can appear more than once; the ranking scored is the distinct documents in the
-order they first appear. Reported per configuration: nDCG@10, Recall@10, All@10 (share of
+A result's ``document_id`` is the corpus record's ``id``. The tool returns one passage per
+document in every built-in mode; the ranking scored is the distinct documents in the order
+they first appear. Reported per configuration: nDCG@10, Recall@10, All@10 (share of
 queries with every relevant document in the top 10), the mean number of distinct documents in
 the passages returned, the client-side latency p50/p99 of the ``tools/call`` round trip, and the
 server's CPU time per call (``/proc``, 10 ms ticks averaged over all calls): on a shared machine

@@ -3,12 +3,13 @@
 :meth:`KnowledgeBase.open` reads the manifest (or writes it, creating the knowledge base)
 and refuses a mismatch: asking for another embedder than the one the vectors came from is
 an error, never silent garbage. :meth:`KnowledgeBase.search` runs dense, sparse or hybrid
-retrieval (or an extension's mode) over documents, fuses by reciprocal rank, reranks when asked, and
-hydrates chunks from the catalog.
+retrieval over documents (or an extension's mode), fuses by reciprocal rank, reranks when
+asked, and hydrates chunks from the catalog.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,17 +50,17 @@ DEFAULT_STORE = "qdrant"
 
 RRF_K = 60
 FUSION_DEPTH = 100
-"""Candidates each of dense and sparse contributes to the fusion (the SciFact reference used 100)."""
-MAX_CHUNK_OVERFETCH = 8
+"""Documents each of dense and sparse contributes to the fusion (the SciFact reference used 100)."""
+MAX_CHUNK_OVERFETCH = 8.0
 """Dense retrieval asks the store for at most this many chunks per document wanted."""
 RERANK_DEPTH = 50
-"""Candidates a reranker re-scores before the top ``top_k`` are kept."""
+"""Documents a reranker re-scores before the top ``top_k`` are kept."""
 RERANK_DOCUMENT_CHARS = 4000
 """A candidate is a document: the reranker reads its whole text up to this length, else the passage.
 
 The passage shown for a document is the best chunk of one ranking; the other ranking may have
 matched another chunk. On SciFact (250-token chunks) the weighted reranker scored 2.3 nDCG
-points under hybrid reading passages and 0.2 under it reading whole abstracts.
+points under hybrid reading passages and 0.4 under it reading whole abstracts.
 """
 
 _tracer = trace.get_tracer("toolkernel_rag")
@@ -95,7 +96,7 @@ class KnowledgeBase:
         self._query_embedder: Embedder | None = None
         self._chunkers: dict[str, Chunker] = {}
         self._rerankers: dict[str, Reranker] = {}
-        self._overfetch = (-1, 1)
+        self._overfetch = (-1, 1.0)
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
 
@@ -327,9 +328,10 @@ class KnowledgeBase:
         """The ``top_k`` best documents by their best chunk's similarity, as ``(document id, chunk)``.
 
         The store ranks chunks, so it is asked for as many more as a document has chunks on
-        average: fewer and a long document's chunks crowd the others out of the fusion's depth.
+        average: fewer and a long document's chunks crowd the others out of the fusion's depth
+        (SciFact, 2.5 chunks per abstract: hybrid 0.7153 nDCG@10 from 100 chunks, 0.7165 from 300).
         """
-        fetch = top_k * self._chunks_per_document()
+        fetch = math.ceil(top_k * self._chunks_per_document())
         results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
         best: dict[str, ScoredChunk] = {}
         for r in results:
@@ -340,13 +342,13 @@ class KnowledgeBase:
                     break
         return list(best.items())
 
-    def _chunks_per_document(self) -> int:
-        """Mean chunks per document, rounded up, between 1 and :data:`MAX_CHUNK_OVERFETCH`."""
+    def _chunks_per_document(self) -> float:
+        """Mean chunks per document, between 1 and :data:`MAX_CHUNK_OVERFETCH` (cached per catalog state)."""
         generation = self.catalog.generation()
         if self._overfetch[0] != generation:
             documents, _, chunks = self.catalog.counts()
-            ratio = -(-chunks // documents) if documents else 1
-            self._overfetch = (generation, max(1, min(MAX_CHUNK_OVERFETCH, ratio)))
+            ratio = chunks / documents if documents else 1.0
+            self._overfetch = (generation, max(1.0, min(MAX_CHUNK_OVERFETCH, ratio)))
         return self._overfetch[1]
 
     def _sparse(

@@ -41,5 +41,5 @@ class RagSettings(BaseModel):
         description="Options of the embedder for queries only (the local provider: threads=1 unless set).",
     )
     reranker: str | None = Field(None, description="The reranker `rerank: true` uses when serving.")
-    depth: int = Field(100, gt=0, description="Candidates dense and sparse each give the fusion.")
-    rerank_depth: int = Field(50, gt=0, description="Candidates a reranker re-scores.")
+    depth: int = Field(100, gt=0, description="Documents dense and sparse each give the fusion.")
+    rerank_depth: int = Field(50, gt=0, description="Documents a reranker re-scores.")
