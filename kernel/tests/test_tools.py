@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import ImageContent, TextContent
 from pydantic import BaseModel, Field
 
 from toolkernel import (
@@ -386,6 +387,43 @@ async def test_structured_output_tool_result_annotations_meta_over_mcp(kernel, m
     assert r5.structured_content is None
     assert r5.content[0].text == '{"a": 1}'
     assert r6.structured_content == {"ok": True}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_returning_content_blocks_sends_content_not_structured_output(kernel, mode):
+    server = MCPServer("content", kernel=kernel)
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+    @server.tool
+    def picture() -> ImageContent:
+        """One image."""
+        return ImageContent(type="image", data=pixel, mime_type="image/png")
+
+    @server.tool
+    def pictures() -> list[ImageContent | TextContent]:
+        """An image and its caption."""
+        return [
+            ImageContent(type="image", data=pixel, mime_type="image/png"),
+            TextContent(type="text", text="a dot"),
+        ]
+
+    @server.tool
+    def images() -> list[ImageContent]:
+        """Two images."""
+        return [ImageContent(type="image", data=pixel, mime_type="image/png")] * 2
+
+    async with connect_in_memory(server, mode=mode) as client:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        one = await client.call_tool("picture", {})
+        two = await client.call_tool("images", {})
+        mixed = await client.call_tool("pictures", {})
+    assert listed["picture"].output_schema is None
+    assert listed["images"].output_schema is None
+    assert (one.is_error, one.structured_content) == (False, None)
+    assert [(b.type, b.mime_type, b.data) for b in one.content] == [("image", "image/png", pixel)]
+    assert [b.type for b in two.content] == ["image", "image"]
+    assert [b.type for b in mixed.content] == ["image", "text"]
 
 
 @pytest.mark.anyio

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -286,7 +286,10 @@ def tool(
             fields[pname] = (annotation, default)
         model_name = "".join(part.title() for part in (name or func.__name__).split("_")) + "Input"
         input_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
-        out_model, out_schema = _output(output_schema if output_schema is not None else hints.get("return"))
+        returns = hints.get("return")
+        if _is_content_block_type(returns):
+            returns = None  # an image, audio or resource result is content, not structured output
+        out_model, out_schema = _output(output_schema if output_schema is not None else returns)
         return Tool(
             name=name or func.__name__,
             description=description if description is not None else inspect.cleandoc(func.__doc__ or ""),
@@ -401,6 +404,19 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     schema.pop("title", None)
     schema.setdefault("properties", {})
     return schema
+
+
+_CONTENT_BLOCKS = frozenset(
+    {"TextContent", "ImageContent", "AudioContent", "EmbeddedResource", "ResourceLink"}
+)
+
+
+def _is_content_block_type(annotation: Any) -> bool:
+    """``ImageContent``, ``list[ImageContent]`` and the other MCP content block types."""
+    if get_origin(annotation) in (list, Sequence):
+        annotation = next(iter(get_args(annotation)), None)
+    module = getattr(annotation, "__module__", "")
+    return module.split(".")[0] == "mcp_types" and getattr(annotation, "__name__", "") in _CONTENT_BLOCKS
 
 
 def _output(spec: Any) -> tuple[type[BaseModel] | None, dict[str, Any] | None]:
