@@ -403,7 +403,7 @@ class NullExtension:
     async def retrieve(self, mode: str, request: Any) -> list[Any]:
         return []
 
-    def tools(self) -> list[Any]:
+    def tools(self, search: Any) -> list[Any]:
         return []
 
     async def aclose(self) -> None:

@@ -289,8 +289,10 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "KBExtension",
         "KBExtensionFactory",
         "RetrievalRequest",
+        "RetrievedChunk",
         "ScoredChunk",
         "SeedSource",
+        "ServedSearch",
     ],
     "toolkernel.middleware": [
         "CallNext",

@@ -4,7 +4,11 @@ Run from the repository root (a script, not a test); Mastra's side needs its own
 kept out of ``tests/node`` so CI does not install it:
 
     (cd tests/benchmarks/mastra && npm ci)
-    .venv/bin/python tests/benchmarks/graphrag_build.py
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python tests/benchmarks/graphrag_build.py
+
+With BLAS on one thread, every figure is one core's work, as Mastra's JavaScript runs; on a
+shared two-core machine a second BLAS thread shortens nothing here (the full build took the
+same wall time) and its waiting spins count as CPU time, which made runs vary by 40 %.
 
 The 10,000 chunks are the HotpotQA passages followed by SciFact abstracts (title and text),
 embedded with ``local/wordllama-256`` (fast enough to embed 10k texts in seconds here; the
@@ -15,8 +19,9 @@ vectors are cached in ``tests/benchmarks/.cache``). Measured, all on the same ch
 * an incremental update: the graph of the first 99 % of documents, then the last 1 % added
   (extraction, kNN upkeep, matrix, save), against the full build's time; the updated graph's
   rankings are checked against the full build's for 200 queries;
-* the Mastra-compatible similarity graph (cosine > 0.7, numpy blocks) and Mastra's own
-  ``GraphRAG.createGraph`` (``@mastra/rag``, every pair compared in JavaScript) on the same vectors.
+* the Mastra-compatible similarity graph (cosine > 0.7, numpy blocks) — with BLAS on every
+  core, and again on one thread as Mastra runs — and Mastra's own ``GraphRAG.createGraph``
+  (``@mastra/rag``, every pair compared in JavaScript) on the same vectors.
 
 Writes ``tests/benchmarks/results/graphrag_build.json``.
 """
@@ -25,9 +30,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +43,7 @@ import anyio
 import numpy as np
 from graphrag_common import CACHE, RESULTS, load
 
-from toolkernel.registries import EmbedderRegistry
+from toolkernel import Kernel
 from toolkernel_graphrag.graph import ChunkGraph, ChunkInput
 from toolkernel_graphrag.mastra import similarity_graph
 from toolkernel_graphrag.phrases import PhraseExtractor
@@ -64,9 +71,8 @@ def chunks_and_vectors(size: int) -> list[ChunkInput]:
     if path.exists():
         vectors = np.load(path)
     else:
-        registry = EmbedderRegistry()
-        local_plugin.register_embedders(registry)
-        embedder = registry.get("local")("wordllama-256")
+        kernel = Kernel(load_entry_points=False, plugins=[local_plugin])
+        embedder = kernel.embedder("local/wordllama-256")
         vectors = np.asarray(
             anyio.run(embedder.embed, [f"{t}\n{x}" for _, t, x in records]), dtype=np.float32
         )
@@ -111,6 +117,34 @@ def rankings(graph: ChunkGraph, chunks: list[ChunkInput], queries: int = 200) ->
         seeds = [chunks[int(i)].id for i in rng.choice(len(chunks), 20, replace=False)]
         out.append([r.chunk_id for r in walker.rank(seeds, [], top_k=20)])
     return out
+
+
+def similarity_graph_one_thread(size: int) -> float:
+    """CPU seconds of :func:`similarity_graph` on the cached vectors with BLAS limited to one thread.
+
+    Mastra's ``createGraph`` runs on one core; numpy's BLAS uses every core, and on a shared
+    machine its waiting threads spin, which counts as CPU time. The thread count is fixed when
+    BLAS loads, hence a child process.
+    """
+    code = (
+        "import sys, time, numpy as np\n"
+        "from toolkernel_graphrag.mastra import similarity_graph\n"
+        "vectors = np.load(sys.argv[1]).astype(np.float32)\n"
+        "started = time.process_time()\n"
+        f"similarity_graph(vectors, {THRESHOLD})\n"
+        "print(time.process_time() - started)\n"
+    )
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    vectors = CACHE / f"build{size}__wordllama-256.npy"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(vectors)],
+        capture_output=True,
+        text=True,
+        timeout=NODE_TIMEOUT,
+        check=True,
+        env=env,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def mastra_create_graph(chunks: list[ChunkInput]) -> dict[str, float] | None:
@@ -170,12 +204,15 @@ def main() -> None:
     print(
         f"Mastra-compatible similarity graph (numpy): {ours_mastra_s:.2f} s, {sim.nnz // 2} edges", flush=True
     )
+    one_thread_s = similarity_graph_one_thread(args.size)
+    print(f"  the same, BLAS on one thread (as Mastra runs): {one_thread_s:.2f} s", flush=True)
     mastra = None if args.no_mastra else mastra_create_graph(chunks)
     if mastra is not None:
         print(
             f"Mastra createGraph (@mastra/rag, Node {platform.node() and ''}): {mastra['ms'] / 1000:.1f} s, "
             f"{int(mastra['edges'])} edges; ratio to our full build {mastra['ms'] / 1000 / full_s:.0f}x, "
-            f"to our similarity graph {mastra['ms'] / 1000 / ours_mastra_s:.0f}x",
+            f"to our similarity graph {mastra['ms'] / 1000 / ours_mastra_s:.0f}x "
+            f"({mastra['ms'] / 1000 / one_thread_s:.0f}x with BLAS on one thread)",
             flush=True,
         )
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -184,6 +221,7 @@ def main() -> None:
             {
                 "chunks": len(chunks),
                 "vectors": "local/wordllama-256",
+                "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
                 "full_build_s": full_s,
                 "linking_entities": full.entity_count,
                 "incremental_chunks": len(chunks) - cut,
@@ -192,12 +230,16 @@ def main() -> None:
                 "incremental_rankings_equal_full": same,
                 "similarity_graph_s": ours_mastra_s,
                 "similarity_graph_edges": sim.nnz // 2,
+                "similarity_graph_one_blas_thread_s": one_thread_s,
                 "mastra_create_graph_s": None if mastra is None else mastra["ms"] / 1000,
                 "mastra_edges": None if mastra is None else mastra["edges"],
                 "ratio_mastra_to_full_build": None if mastra is None else mastra["ms"] / 1000 / full_s,
                 "ratio_mastra_to_similarity_graph": None
                 if mastra is None
                 else mastra["ms"] / 1000 / ours_mastra_s,
+                "ratio_mastra_to_similarity_graph_one_blas_thread": None
+                if mastra is None
+                else mastra["ms"] / 1000 / one_thread_s,
             },
             indent=2,
         )

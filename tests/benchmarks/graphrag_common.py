@@ -14,7 +14,7 @@ import anyio
 import numpy as np
 import numpy.typing as npt
 
-from toolkernel.registries import EmbedderRegistry
+from toolkernel import Kernel
 from toolkernel_local_embed import plugin as local_plugin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,9 +78,8 @@ def minilm_vectors(data: Dataset) -> tuple[Vectors, Vectors]:
     if path.exists():
         stored = np.load(path)
         return stored["docs"], stored["queries"]
-    registry = EmbedderRegistry()
-    local_plugin.register_embedders(registry)
-    embedder = registry.get("local")("minilm-l6-int8")
+    kernel = Kernel(load_entry_points=False, plugins=[local_plugin])
+    embedder = kernel.embedder("local/minilm-l6-int8")
 
     def embed(texts: list[str]) -> Vectors:
         return np.asarray(anyio.run(embedder.embed, texts), dtype=np.float32)

@@ -39,7 +39,7 @@ class TitleIndex:
         allowed = {c.id for c in chunks if self.context.matches(request.filter, c.metadata)}
         return [ScoredChunk(k, float(score)) for score, k in order if k in allowed][: request.top_k]
 
-    def tools(self):
+    def tools(self, search):
         return []
 
     async def aclose(self):

@@ -15,7 +15,10 @@ same ingestion and adds to the same server:
   filter (server-side mandatory filter, the model's filter and the tenant's, already
   merged) and a way to obtain hybrid seeds, and returns chunk ids with scores, which
   ``search`` hydrates, reranks if asked and returns.
-* **tools** — :meth:`KBExtension.tools` adds tools to the knowledge base's server.
+* **tools** — :meth:`KBExtension.tools` adds tools to the knowledge base's server. It
+  receives the knowledge base's search *as that server serves it* (:class:`ServedSearch`):
+  the server's mandatory filter and the request's tenant are joined to whatever filter the
+  tool passes, so an extension's tool narrows results the way ``search`` does, never wider.
 
 State the extension persists goes under :attr:`KBContext.directory`, inside the knowledge
 base's own directory, so deleting the knowledge base deletes it too.
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from toolkernel._kernel import Kernel
+    from toolkernel.context import ToolContext
     from toolkernel.tools import Tool
     from toolkernel.vectors import Metadata
 
@@ -40,8 +45,10 @@ __all__ = [
     "KBExtension",
     "KBExtensionFactory",
     "RetrievalRequest",
+    "RetrievedChunk",
     "ScoredChunk",
     "SeedSource",
+    "ServedSearch",
 ]
 
 
@@ -108,6 +115,38 @@ class RetrievalRequest:
     seeds: SeedSource
     query_vector: Callable[[], Awaitable[list[float]]]
     options: Mapping[str, Any] = field(default_factory=dict)
+    """Mode-specific options a caller passed (``KnowledgeBase.search(options=...)``); validate them."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievedChunk:
+    """A search result: the stored chunk (without its vector) and its score, best first."""
+
+    chunk: ChunkRecord
+    score: float
+
+
+@runtime_checkable
+class ServedSearch(Protocol):
+    """The knowledge base's search as one server serves it, for an extension's tools.
+
+    ``filter`` is joined by ``$and`` with the server's mandatory filter and the tenant the
+    request resolves to (from ``ctx``), exactly as the ``search`` tool's filter is; ``mode``
+    is any ``search`` mode; ``options`` reach an extension's mode as
+    :attr:`RetrievalRequest.options`.
+    """
+
+    async def __call__(
+        self,
+        ctx: ToolContext,
+        query: str,
+        *,
+        top_k: int,
+        filter: Mapping[str, Any] | None = None,
+        mode: str = "hybrid",
+        options: Mapping[str, Any] | None = None,
+    ) -> list[RetrievedChunk]:
+        """The ``top_k`` best chunks for ``query``; errors are the ``search`` tool's errors."""
 
 
 @runtime_checkable
@@ -130,6 +169,11 @@ class KBContext(Protocol):
     def dimension(self) -> int:
         """Length of every chunk vector."""
 
+    @property
+    def kernel(self) -> Kernel:
+        """The kernel the knowledge base was opened with: its plugins' settings (the user's
+        ``toolkernel.toml``, ``kernel.settings(name)``) and registries (entity extractors…)."""
+
     async def load_chunks(self, ids: Sequence[str], *, include_vectors: bool = False) -> list[ChunkRecord]:
         """The stored chunks with these ids, in the order given; unknown ids are left out."""
 
@@ -151,8 +195,9 @@ class KBExtension(Protocol):
     async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
         """The best chunks for ``request`` under ``mode``, best first, at most ``request.top_k``."""
 
-    def tools(self) -> Sequence[Tool]:
-        """Tools to add to the knowledge base's MCP server (may be empty)."""
+    def tools(self, search: ServedSearch) -> Sequence[Tool]:
+        """Tools to add to the knowledge base's MCP server (may be empty); ``search`` is how they
+        query the knowledge base within the server's mandatory and tenant filters."""
 
     async def aclose(self) -> None:
         """Flush and release what the extension holds open."""

@@ -9,15 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 import toolkernel
 from toolkernel.testing import connect_in_memory
 from toolkernel_graphrag import plugin as graphrag
+from toolkernel_graphrag.extension import GraphExtension
 from toolkernel_local_embed import plugin as local_embed
 from toolkernel_qdrant import plugin as qdrant
 from toolkernel_rag import KBServerOptions, KnowledgeBase, kb_server
 from toolkernel_rag import plugin as rag
 from toolkernel_rag.ingestion import ingest
+from toolkernel_rag.layout import KBError
 
 PAGES = {
     "kiss.md": "# Kiss and Tell\n\nKiss and Tell is a 1945 comedy film starring Shirley Temple "
@@ -115,7 +118,7 @@ async def test_edits_and_deletions_rank_like_a_fresh_ingest(tmp_path):
 
 
 @pytest.mark.anyio
-async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so(tmp_path):
+async def test_graph_modes_on_a_knowledge_base_ingested_without_the_graph_say_so(tmp_path):
     docs = write_pages(tmp_path)
     where = str(tmp_path / "kb")
     async with await KnowledgeBase.open(
@@ -126,6 +129,84 @@ async def test_graph_mode_on_a_knowledge_base_ingested_without_the_graph_says_so
         await KnowledgeBase.open(where, kernel=kernel()) as kb,
         connect_in_memory(kb_server(kb)) as client,
     ):
-        result = await client.call_tool("search", {"query": QUESTION, "mode": "graph"})
-    assert result.is_error
-    assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text
+        results = [
+            await client.call_tool("search", {"query": QUESTION, "mode": "graph"}),
+            await client.call_tool("search", {"query": QUESTION, "mode": "mastra"}),
+            await client.call_tool("graph_rag", {"queryText": QUESTION}),
+        ]
+    for result in results:
+        assert result.is_error
+        assert "re-ingest them with toolkernel-graphrag installed" in result.content[0].text
+
+
+@pytest.mark.anyio
+async def test_graph_settings_come_from_the_toolkernel_toml_the_knowledge_base_was_opened_with(tmp_path):
+    config = tmp_path / "toolkernel.toml"
+    config.write_text(
+        "[plugins.graphrag.walk]\nseeds = 7\nfusion = 'pagerank'\n\n"
+        "[plugins.graphrag.mastra]\nrandomWalkSteps = 30\n"
+    )
+    configured = toolkernel.Kernel.from_config(
+        config, load_entry_points=False, plugins=[rag, qdrant, local_embed, graphrag]
+    )
+    async with await KnowledgeBase.open(
+        str(tmp_path / "kb"), kernel=configured, create=True, embedder="local/wordllama-256"
+    ) as kb:
+        extension = kb.extensions["graph"]
+        assert isinstance(extension, GraphExtension)
+        assert (extension.walk.seeds, extension.walk.fusion) == (7, "pagerank")
+        assert extension.mastra.random_walk_steps == 30
+
+
+@pytest.mark.anyio
+async def test_graph_rag_tool_takes_mastras_arguments_within_the_mandatory_filter(tmp_path):
+    docs = write_pages(tmp_path)
+    where = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    hidden = {"path": {"$ne": "temple.md"}}
+    async with (
+        await KnowledgeBase.open(where, kernel=kernel()) as kb,
+        connect_in_memory(kb_server(kb, KBServerOptions(mandatory_filter=hidden))) as client,
+    ):
+        assert "graph_rag" in [t.name for t in (await client.list_tools()).tools]
+        call = {"queryText": QUESTION, "topK": 4, "randomWalkSteps": 50, "restartProb": 0.3}
+        result = await client.call_tool("graph_rag", call)
+        assert not result.is_error, result.content
+        answer = result.structured_content
+        found = [s["document_id"] for s in answer["sources"]]
+        assert len(found) == 4
+        assert "temple.md" not in found
+        assert [c["text"] for c in answer["relevantContext"]] == [s["text"] for s in answer["sources"]]
+        assert (await client.call_tool("graph_rag", call)).structured_content == answer
+        # Mastra passes the filter as a JSON string; it narrows within the mandatory filter.
+        narrowed = await client.call_tool("graph_rag", {**call, "filter": '{"path": "kiss.md"}'})
+        assert [s["document_id"] for s in narrowed.structured_content["sources"]] == ["kiss.md"]
+        # With no pair above the threshold there are no edges: every walk stays at its seed,
+        # so the order is the dense order and each score the seed's cosine similarity.
+        alone = await client.call_tool("graph_rag", {**call, "threshold": 1.0})
+        dense = await client.call_tool("search", {"query": QUESTION, "top_k": 4, "mode": "dense"})
+        assert [s["id"] for s in alone.structured_content["sources"]] == [
+            h["id"] for h in dense.structured_content["results"]
+        ]
+        bad = await client.call_tool("graph_rag", {**call, "filter": "{not json"})
+        assert bad.is_error
+        assert "filter: not valid JSON" in bad.content[0].text
+
+
+@pytest.mark.anyio
+async def test_search_options_reach_an_extensions_mode_and_no_built_in_one(tmp_path):
+    docs = write_pages(tmp_path)
+    async with await KnowledgeBase.open(
+        str(tmp_path / "kb"), kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+        with pytest.raises(KBError, match="'hybrid' takes no options"):
+            await kb.search(QUESTION, mode="hybrid", options={"threshold": 0.5})
+        with pytest.raises(ValidationError, match="randomWalkSteps"):
+            await kb.search(QUESTION, mode="mastra", options={"randomWalkSteps": 0})
+        walked = await kb.search(QUESTION, mode="mastra", top_k=3, options={"threshold": 1.0})
+        dense = await kb.search(QUESTION, mode="dense", top_k=3)
+        assert [h.chunk.id for h in walked] == [h.chunk.id for h in dense]

@@ -144,3 +144,36 @@ async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Pat
             "bees": "bee bee make honey from nectar",
             "ships": "ship lighthous guid ship night",
         }
+
+
+async def test_dense_mode_fills_top_k_even_when_one_document_fills_the_first_fetch(tmp_path: Path) -> None:
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import plugin as rag
+
+    # One document of 20 near-identical chunks about the query, and 20 one-chunk documents
+    # about other things: the mean is under two chunks per document, so the first fetch for
+    # five documents (ten chunks) holds only the long one.
+    long = "Lighthouses guide ships along rocky coasts at night. " * 40
+    records: list[dict[str, object]] = [{"id": "long", "title": "", "text": long}]
+    records += [
+        {"id": f"short-{i}", "title": "", "text": f"Recipe {i}: bake bread with flour."} for i in range(20)
+    ]
+    corpus = write_records(tmp_path / "corpus.jsonl", records)
+    settings = {
+        "rag": {
+            "embedder": EMBEDDER,
+            "chunker": "recursive",
+            "chunk_size": 110,
+            "chunk_overlap": 0,
+            "chunk_length": "characters",
+        }
+    }
+    kernel = Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed], settings=settings)
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
+        await ingest(kb, [str(corpus)])
+        assert kb.catalog.counts()[2] >= 40
+        hits = await kb.search("lighthouses guide ships on rocky coasts", top_k=5, mode="dense")
+    documents = [h.chunk.document_id for h in hits]
+    assert len(documents) == 5 == len(set(documents))
+    assert documents[0] == "long"

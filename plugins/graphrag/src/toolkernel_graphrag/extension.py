@@ -1,6 +1,7 @@
 """The knowledge-base extension: keeps the chunk graph beside a knowledge base and answers
 ``search`` with ``mode="graph"`` (entity graph, personalized PageRank) and ``mode="mastra"``
-(Mastra's similarity graph and random walks, for comparison).
+(Mastra's similarity graph and random walks, for comparison), and adds Mastra's ``graph_rag``
+tool to the knowledge base's server.
 
 Ingestion hands over every chunk of each changed document and the ids of deleted ones; the
 graph replaces what it held for those documents and is written to the extension's directory
@@ -26,6 +27,7 @@ from toolkernel_graphrag.walk import GraphWalker
 
 if TYPE_CHECKING:
     from toolkernel.entities import EntityExtractor
+    from toolkernel.knowledge import ServedSearch
     from toolkernel.tools import Tool
 
 FILTER_CACHE = 32
@@ -111,8 +113,8 @@ class GraphExtension:
             graph = self.graph
 
             def apply() -> None:
+                # The matrix is assembled when a query first needs it, not after every batch.
                 graph.apply(chunks, surfaces, delete_documents=replaced)
-                graph.adjacency()
                 graph.save(self.context.directory)
 
             await anyio.to_thread.run_sync(apply)
@@ -148,39 +150,46 @@ class GraphExtension:
         seeds = await request.seeds(self.walk.seeds)
         graph = self.graph
         if seeds and not len(graph):
-            raise GraphStateError(
-                f"the graph of knowledge base {self.context.name!r} is empty while it holds documents: "
-                "re-ingest them with toolkernel-graphrag installed (toolkernel kb ingest without --no-graph)"
-            )
+            raise self._empty_graph()
         [surfaces] = await self.extractor.extract([request.query])
         entities = [graph.key(s) for s in surfaces]
         allowed = self._allowed(request.filter)
         ranked = self.walker.rank([s.id for s in seeds], entities, allowed, request.top_k)
         return [ScoredChunk(r.chunk_id, r.score) for r in ranked]
 
+    def _empty_graph(self) -> GraphStateError:
+        return GraphStateError(
+            f"the graph of knowledge base {self.context.name!r} is empty while it holds documents: "
+            "re-ingest them with toolkernel-graphrag installed (toolkernel kb ingest without --no-graph)"
+        )
+
     async def _mastra(self, request: RetrievalRequest) -> list[ScoredChunk]:
         """Mastra's GraphRAG tool: dense top ``top_k`` under the filter, a similarity graph over them,
         random walks with restart from each (seeded by the query, so repeatable)."""
-        options = MastraSettings.model_validate({**self.mastra.model_dump(), **dict(request.options)})
+        defaults = self.mastra.model_dump(by_alias=True)
+        options = MastraSettings.model_validate({**defaults, **dict(request.options)})
         query = np.asarray(await request.query_vector(), dtype=np.float32)
         graph = self.graph
-        slots, vectors = graph.vectors(self._allowed(request.filter))
+        slots, vectors = graph.nearest(query, request.top_k, self._allowed(request.filter))
         if not len(slots):
+            if not len(graph) and await request.seeds(1):
+                raise self._empty_graph()
             return []
-        order = np.argsort(-(vectors @ query), kind="stable")[: request.top_k]
         hits = mastra_query(
-            vectors[order],
+            vectors,
             query.tolist(),
             top_k=request.top_k,
             random_walk_steps=options.random_walk_steps,
             restart_prob=options.restart_prob,
             threshold=options.threshold,
         )
-        return [ScoredChunk(graph.chunk_at(int(slots[order[h.index]])) or "", h.score) for h in hits]
+        return [ScoredChunk(graph.chunk_at(int(slots[h.index])) or "", h.score) for h in hits]
 
-    def tools(self) -> Sequence[Tool]:
-        """No tools of its own: both modes are reached through ``search``."""
-        return []
+    def tools(self, search: ServedSearch) -> Sequence[Tool]:
+        """``graph_rag``, Mastra's GraphRAG tool, over the server's search in ``mastra`` mode."""
+        from toolkernel_graphrag.tool import graph_rag_tool
+
+        return [graph_rag_tool(search, self.mastra)]
 
     async def aclose(self) -> None:
         """Nothing stays open: the graph is saved after every batch."""
@@ -192,15 +201,15 @@ def open_graph_extension(context: KBContext) -> GraphExtension:
     """The ``graph`` extension of a knowledge base, with ``[plugins.graphrag]`` settings and the
     entity extractor they name.
 
-    The extension factory receives only the knowledge base's context, so settings and
-    extractors are read through a kernel of this process's installed plugins.
+    Settings and extractors come from the kernel the knowledge base was opened with, so the
+    user's ``toolkernel.toml`` reaches the graph; a kernel without this plugin's settings
+    declared gets the defaults.
     """
-    from toolkernel import Kernel
     from toolkernel_graphrag.phrases import PhraseExtractor
     from toolkernel_graphrag.settings import GraphRAGSettings
 
-    kernel = Kernel()
-    settings = kernel.settings("graphrag")
+    kernel = context.kernel
+    settings = kernel.settings("graphrag") if "graphrag" in kernel.settings_models else GraphRAGSettings()
     if not isinstance(settings, GraphRAGSettings):
         settings = GraphRAGSettings()
     name = settings.build.extractor

@@ -36,6 +36,8 @@ KEY_MEMO = 1_000_000
 """Surface forms whose keys are remembered (names repeat across chunks; normalising is the slow part)."""
 SIMILARITY_DECIMALS = 4
 """Cosine similarities are rounded so that matrix products of any shape give the same kNN lists."""
+KNN_SAMPLE = 1024
+"""Columns sampled per block to bound each row's k-th best similarity from below (kNN candidates)."""
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -66,6 +68,8 @@ class _Slot:
     metadata: dict[str, Any]
     entities: list[int]
     titles: list[int]
+    metadata_json: str | None = None
+    """``metadata`` as saved, encoded on the first save: later saves re-encode only new chunks."""
 
 
 class ChunkGraph:
@@ -95,6 +99,9 @@ class ChunkGraph:
         self._pair_alive = np.zeros(0, dtype=bool)
         self._pairs_of: dict[int, tuple[int, int]] = {}
         self._pending: list[tuple[int, list[int]]] = []
+        # Entity keys only grow: the saved list is kept encoded, and a save encodes only new keys.
+        self._entities_json: list[str] = []
+        self._entities_encoded = 0
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -119,6 +126,12 @@ class ChunkGraph:
         """The chunk id in ``slot``, ``None`` for a free slot."""
         entry = self._slots[slot]
         return entry.chunk_id if entry is not None else None
+
+    def document_at(self, slot: int) -> str:
+        """The document of the chunk in ``slot`` (a live slot)."""
+        entry = self._slots[slot]
+        assert entry is not None
+        return entry.document_id
 
     def slot(self, chunk_id: str) -> int | None:
         """The row of ``chunk_id``, ``None`` if the graph does not hold it."""
@@ -296,15 +309,22 @@ class ChunkGraph:
 
     # -- similarity edges ------------------------------------------------------------------
 
-    def vectors(self, allowed: npt.NDArray[np.bool_] | None = None) -> tuple[IntArray, Vectors]:
-        """The rows of the live chunks (those in ``allowed``) that have vectors, and their unit vectors."""
+    def nearest(
+        self, query: Vectors, k: int, allowed: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[IntArray, Vectors]:
+        """The ``k`` live chunk rows (within ``allowed``) whose vectors are most similar to ``query``,
+        most similar first (ties: lower row), and their unit vectors: one product over the rows in
+        place, no copy of every vector."""
         if self._vectors is None:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        live = np.array([e is not None for e in self._slots], dtype=bool)[: self._vectors.shape[0]]
+        usable = np.fromiter((e is not None for e in self._slots), dtype=bool, count=len(self._slots))
+        usable = usable[: self._vectors.shape[0]]
         if allowed is not None:
-            live &= allowed[: len(live)]
-        slots = np.flatnonzero(live)
-        return slots, self._vectors[slots]
+            usable &= allowed[: len(usable)]
+        rows = np.flatnonzero(usable)
+        sims = (self._vectors @ query)[rows]
+        top = rows[np.argsort(-sims, kind="stable")[:k]]
+        return top, self._vectors[top]
 
     def _store_vectors(self, freed: list[int], added: list[int], chunks: Sequence[ChunkInput]) -> None:
         """Keep each chunk's unit vector in its row (similarity edges and Mastra's walk use them)."""
@@ -353,17 +373,12 @@ class ChunkGraph:
         stale = {int(s) for s in np.flatnonzero(np.isin(self._knn, list(changed)).any(axis=1)) if live[s]}
         # A chunk whose list lost a member is recomputed whole; new chunks too.
         recompute = sorted((stale | set(added)) & set(np.flatnonzero(live).tolist()))
-        self._recompute_neighbours(recompute, live)
+        rank = self._id_rank()
+        self._recompute_neighbours(recompute, live, rank)
         # Every other live chunk may only gain a new chunk as a closer neighbour.
         others = np.flatnonzero(live & ~np.isin(np.arange(size), recompute))
         if added and len(others):
-            self._merge_new_neighbours(others, np.array(sorted(added), dtype=np.int64))
-
-    def _similarities(self, rows: IntArray, columns: IntArray) -> FloatArray:
-        assert self._vectors is not None
-        sims = (self._vectors[rows] @ self._vectors[columns].T).astype(np.float64)
-        rounded: FloatArray = np.round(sims, SIMILARITY_DECIMALS)
-        return rounded
+            self._merge_new_neighbours(others, np.array(sorted(added), dtype=np.int64), rank)
 
     def _id_rank(self) -> IntArray:
         """Each slot's position in chunk-id order (free slots last): the tie-break of equal similarities."""
@@ -388,43 +403,61 @@ class ChunkGraph:
         self._knn[slots, :width] = np.where(valid, best, -1)
         self._knn_sim[slots, :width] = np.where(valid, best_sims, 0.0)
 
-    def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_]) -> None:
+    def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_], rank: IntArray) -> None:
+        """Each row's k nearest live chunks, exactly, one float32 product per block of rows.
+
+        The k-th best similarity over a sample of the columns is a lower bound of the k-th best
+        over all of them, so every column at least that similar (less the rounding reach) is a
+        candidate: a comparison and a ``nonzero`` over the block instead of selecting within every
+        row, and typically ten times k candidates per row, which are then ordered exactly.
+        """
         assert self._vectors is not None
         k = self.settings.knn
         columns = np.flatnonzero(live)
         width = min(k, len(columns) - 1)
-        rank = self._id_rank()
         block = 512
+        # Every slot live (a fresh build): the vectors themselves, no copy.
+        live_vectors_t = (self._vectors if len(columns) == len(self._vectors) else self._vectors[columns]).T
+        sample = np.arange(0, len(columns), max(1, len(columns) // KNN_SAMPLE))
+        reach = 2 * 10.0**-SIMILARITY_DECIMALS
         for start in range(0, len(rows), block):
             part = np.array(rows[start : start + block], dtype=np.int64)
-            raw = self._vectors[part] @ self._vectors[columns].T
-            raw[part[:, None] == columns[None, :]] = -np.inf  # not its own neighbour
             if width <= 0:
                 self._store_best(part, np.full((len(part), 0), -1), np.zeros((len(part), 0)), rank)
                 continue
-            # Everything within rounding reach of the k-th best raw similarity may make the rounded
-            # top k: take the widest such set of any row, then order exactly.
-            kth = np.partition(raw, raw.shape[1] - width, axis=1)[:, raw.shape[1] - width]
-            near = int((raw >= (kth - 2 * 10.0**-SIMILARITY_DECIMALS)[:, None]).sum(axis=1).max())
-            top = (
-                np.argpartition(-raw, near - 1, axis=1)[:, :near]
-                if near < raw.shape[1]
-                else np.tile(np.arange(raw.shape[1]), (len(part), 1))
-            )
-            sims: FloatArray = (
-                np.take_along_axis(raw, top, axis=1).astype(np.float64).round(SIMILARITY_DECIMALS)
-            )
-            self._store_best(part, columns[top], sims, rank)
+            raw = self._vectors[part] @ live_vectors_t
+            own = np.searchsorted(columns, part)
+            raw[np.arange(len(part)), own] = -np.inf  # not its own neighbour (every row is a live column)
+            if len(sample) > width:
+                sampled = raw[:, sample]
+                lower = np.partition(sampled, len(sample) - width, axis=1)[:, len(sample) - width]
+            else:
+                lower = np.full(len(part), -np.inf, dtype=raw.dtype)
+            r, c = np.nonzero(raw >= (lower - reach)[:, None])
+            counts = np.bincount(r, minlength=len(part))
+            offsets = np.arange(len(r)) - np.repeat(np.cumsum(counts) - counts, counts)
+            candidates = np.full((len(part), int(counts.max())), -1, dtype=np.int64)
+            sims = np.full(candidates.shape, -np.inf)
+            candidates[r, offsets] = columns[c]
+            sims[r, offsets] = raw[r, c].astype(np.float64).round(SIMILARITY_DECIMALS)
+            self._store_best(part, candidates, sims, rank)
 
-    def _merge_new_neighbours(self, rows: IntArray, added: IntArray) -> None:
+    def _merge_new_neighbours(self, rows: IntArray, added: IntArray, rank: IntArray) -> None:
         assert self._knn is not None
         assert self._knn_sim is not None
+        assert self._vectors is not None
         k = self.settings.knn
-        rank = self._id_rank()
         block = 2048
-        for start in range(0, len(rows), block):
-            part = rows[start : start + block]
-            new_sims = self._similarities(part, added)
+        added_t = self._vectors[added].T
+        wanted = np.zeros(len(self._vectors), dtype=bool)
+        wanted[rows] = True
+        # Blocks of consecutive slots: each product reads the vectors in place, with no gathered copy.
+        for start in range(0, len(self._vectors), block):
+            part = np.flatnonzero(wanted[start : start + block]) + start
+            if not len(part):
+                continue
+            products = (self._vectors[start : start + block] @ added_t)[part - start]
+            new_sims = np.round(products.astype(np.float64), SIMILARITY_DECIMALS)
             full = self._knn[part, k - 1] >= 0
             kth = np.where(full, self._knn_sim[part, k - 1].astype(np.float64), -np.inf)
             touched = part[(new_sims >= kth[:, None]).any(axis=1)]
@@ -490,17 +523,19 @@ class ChunkGraph:
         """Write the graph to ``directory/graph.npz`` in one atomic replace (state and vectors together)."""
         directory.mkdir(parents=True, exist_ok=True)
         live = [e for e in self._slots if e is not None]
-        header = {
-            "format": FORMAT_VERSION,
-            "settings": self.settings.graph_identity(),
-            "entities": self._entity_keys,
-            "ids": [None if e is None else e.chunk_id for e in self._slots],
-            "documents": [e.document_id for e in live],
-            "metadata": [e.metadata for e in live],
-        }
+        for entry in live:
+            if entry.metadata_json is None:
+                entry.metadata_json = _json(entry.metadata)
+        header = (
+            f'{{"format":{FORMAT_VERSION},"settings":{_json(self.settings.graph_identity())},'
+            f'"entities":{self._encoded_entities()},'
+            f'"ids":{_json([None if e is None else e.chunk_id for e in self._slots])},'
+            f'"documents":{_json([e.document_id for e in live])},'
+            f'"metadata":[{",".join(e.metadata_json or "" for e in live)}]}}'
+        )
         self._flush_pairs()
         arrays: dict[str, npt.NDArray[Any]] = {
-            "header": np.frombuffer(json.dumps(header, separators=(",", ":")).encode(), dtype=np.uint8),
+            "header": np.frombuffer(header.encode(), dtype=np.uint8),
             "pair_slots": self._pair_slot[self._pair_alive],
             "pair_entities": self._pair_entity[self._pair_alive],
             "title_counts": np.array([len(e.titles) for e in live], dtype=np.int64),
@@ -514,6 +549,13 @@ class ChunkGraph:
         with tmp.open("wb") as out:
             np.savez(out, **arrays)  # type: ignore[arg-type]
         os.replace(tmp, directory / "graph.npz")
+
+    def _encoded_entities(self) -> str:
+        """The entity keys as a JSON list, encoding only keys added since the last save."""
+        if self._entities_encoded < len(self._entity_keys):
+            self._entities_json.append(_json(self._entity_keys[self._entities_encoded :])[1:-1])
+            self._entities_encoded = len(self._entity_keys)
+        return f"[{','.join(self._entities_json)}]"
 
     @classmethod
     def load(cls, directory: Path, settings: GraphSettings | None = None) -> ChunkGraph:
@@ -570,6 +612,10 @@ class ChunkGraph:
 
 
 __all__ = ["ChunkGraph", "ChunkInput", "GraphStateError", "Normalisation"]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _split(flat: IntArray, counts: IntArray) -> list[IntArray]:

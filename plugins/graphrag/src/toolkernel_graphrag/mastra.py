@@ -45,19 +45,28 @@ def _unit(vectors: Vectors) -> Vectors:
 def similarity_graph(vectors: Vectors, threshold: float, block: int = 1024) -> sp.csr_array:
     """Undirected edges between chunks whose cosine similarity exceeds ``threshold``, weighted by it.
 
-    Each block of rows is compared with itself and the rows after it (the upper triangle: a
-    pair is computed once), one BLAS product per block, so memory stays at ``block x n`` floats.
+    Each block of rows is compared with itself and the rows after it (a pair is computed once),
+    one float32 BLAS product per block into a buffer reused across blocks, so memory stays at
+    ``block x n`` floats and no block allocates; the matrix is built once from every block's pairs.
     """
     unit = _unit(np.asarray(vectors, dtype=np.float32))
     n = unit.shape[0]
     rows, cols, weights = [], [], []
+    sims_buffer = np.empty((min(block, n), n), dtype=np.float32)
+    above_buffer = np.empty((min(block, n), n), dtype=bool)
     for start in range(0, n, block):
-        sims = unit[start : start + block] @ unit[start:].T
-        r, c = np.nonzero(np.triu(sims > threshold, k=1))
+        height, width = min(block, n - start), n - start
+        sims, above = sims_buffer[:height, :width], above_buffer[:height, :width]
+        np.matmul(unit[start : start + height], unit[start:].T, out=sims)
+        np.greater(sims, threshold, out=above)
+        r, c = np.nonzero(above)
+        upper = c > r  # column c of this block is row start + c: keep each pair once, no self-pairs
+        r, c = r[upper], c[upper]
         rows.append(r + start)
         cols.append(c + start)
-        weights.append(sims[r, c].astype(np.float64))
-    r, c, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(weights)
+        weights.append(sims[r, c])
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    w = np.concatenate(weights).astype(np.float64)
     return sp.csr_array(
         (np.concatenate([w, w]), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n)
     )

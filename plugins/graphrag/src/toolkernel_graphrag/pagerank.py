@@ -14,9 +14,11 @@ import scipy.sparse as sp
 
 FloatArray = npt.NDArray[np.float64]
 
-PRECISION = 1e-6
+PRECISION = 1e-4
 """The walk runs until at most this much probability mass can still move (``damping ** n``): a fixed
-number of iterations for a given damping, so the same graph always takes the same steps."""
+number of iterations for a given damping, so the same graph always takes the same steps: 26 at damping
+0.7. Each step is a sparse product over the whole graph, the walk's whole cost; on the development split
+of HotpotQA, 1e-4 ranked every question's top 30 exactly as 1e-6 (39 steps) did, 1e-3 (20) changed one."""
 
 
 def transition_matrix(adjacency: sp.csr_array, allowed: npt.NDArray[np.bool_] | None = None) -> sp.csr_array:
@@ -45,8 +47,10 @@ def personalized_pagerank(transitions: sp.csr_array, restart: FloatArray, dampin
     restart = restart / total
     scores = restart.copy()
     for _ in range(iterations(damping)):
-        walked = damping * (transitions @ scores)
-        scores = walked + (1.0 - walked.sum()) * restart
+        walked = transitions @ scores
+        walked *= damping
+        walked += (1.0 - walked.sum()) * restart
+        scores = walked
     return scores
 
 

@@ -40,13 +40,19 @@ def _rounded(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.round(values / scale, SCORE_DIGITS)
 
 
+FILTERED_TRANSITIONS = 8
+"""Transition matrices restricted by a filter that are kept between queries (a server's mandatory
+filter, a tenant's, repeat on every call; restricting the matrix costs more than the walk)."""
+
+
 class GraphWalker:
-    """Ranks chunks for a query over one :class:`ChunkGraph`; keeps the unfiltered transitions."""
+    """Ranks chunks for a query over one :class:`ChunkGraph`; keeps the transitions between queries."""
 
     def __init__(self, graph: ChunkGraph, settings: WalkSettings | None = None) -> None:
         self.graph = graph
         self.settings = settings or WalkSettings()
         self._transitions: sp.csr_array | None = None
+        self._filtered: dict[bytes, sp.csr_array] = {}
 
     def _transitions_for(self, allowed: npt.NDArray[np.bool_] | None) -> sp.csr_array:
         adjacency = self.graph.adjacency()
@@ -54,13 +60,21 @@ class GraphWalker:
             if self._transitions is None or self._transitions.shape != adjacency.shape:
                 self._transitions = transition_matrix(adjacency)
             return self._transitions
-        nodes = np.ones(adjacency.shape[0], dtype=bool)
-        nodes[: len(allowed)] = allowed
-        return transition_matrix(adjacency, nodes)
+        key = np.packbits(allowed).tobytes()
+        found = self._filtered.get(key)
+        if found is None or found.shape != adjacency.shape:
+            nodes = np.ones(adjacency.shape[0], dtype=bool)
+            nodes[: len(allowed)] = allowed
+            found = transition_matrix(adjacency, nodes)
+            if len(self._filtered) >= FILTERED_TRANSITIONS:
+                self._filtered.pop(next(iter(self._filtered)))
+            self._filtered[key] = found
+        return found
 
     def invalidate(self) -> None:
         """Forget cached transitions after the graph changed."""
         self._transitions = None
+        self._filtered.clear()
 
     def pagerank(
         self,
@@ -107,23 +121,40 @@ class GraphWalker:
         allowed: npt.NDArray[np.bool_] | None = None,
         top_k: int = 10,
     ) -> list[Ranked]:
-        """The ranking: by PageRank score, or (``fusion="rrf"``) the walk's order fused with the seeds'."""
+        """The ``top_k`` best documents, each as one chunk: by PageRank score, or (``fusion="rrf"``)
+        the walk's order of documents fused with the seeds' by reciprocal rank.
+
+        A document ranks where its best chunk does, in the walk as in the seeds (which are the
+        hybrid search's documents), and is shown by the chunk of the ranking that placed it
+        highest: fusing chunks would split a document's votes between its chunks.
+        """
         graph, k = self.graph, self.settings.fusion_k
         scores = _rounded(self.pagerank(seeds, query_entities, allowed))
-        depth = top_k if self.settings.fusion == "pagerank" else max(top_k, len(seeds)) * 2
-        by_walk = self._top(scores, depth)
+        by_walk: dict[str, tuple[int, str]] = {}
+        walk_scores: dict[str, float] = {}
+        for slot, name in self._top(scores, max(top_k, len(seeds)) * 2):
+            document = graph.document_at(slot)
+            if document not in by_walk:
+                by_walk[document] = (len(by_walk), name)
+                walk_scores[document] = float(scores[slot])
         if self.settings.fusion == "pagerank":
-            return [Ranked(name, float(scores[slot])) for slot, name in by_walk]
+            best = list(by_walk.items())[:top_k]
+            return [Ranked(name, walk_scores[document]) for document, (_, name) in best]
         fused: dict[str, float] = {}
-        for rank, (_, name) in enumerate(by_walk):
-            fused[name] = fused.get(name, 0.0) + 1.0 / (k + rank + 1)
+        shown: dict[str, tuple[int, str]] = {}
+        for document, (rank, name) in by_walk.items():
+            fused[document] = 1.0 / (k + rank + 1)
+            shown[document] = (rank, name)
         for rank, chunk_id in enumerate(seeds):
-            slot = graph.slot(chunk_id)
-            if slot is None or (allowed is not None and not allowed[slot]):
+            seed = graph.slot(chunk_id)
+            if seed is None or (allowed is not None and not allowed[seed]):
                 continue
-            fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (k + rank + 1)
+            document = graph.document_at(seed)
+            fused[document] = fused.get(document, 0.0) + 1.0 / (k + rank + 1)
+            if document not in shown or rank < shown[document][0]:
+                shown[document] = (rank, chunk_id)
         ordered = sorted(fused.items(), key=lambda item: (-round(item[1], SCORE_DIGITS), item[0]))
-        return [Ranked(chunk_id, score) for chunk_id, score in ordered[:top_k]]
+        return [Ranked(shown[document][1], score) for document, score in ordered[:top_k]]
 
     def _top(self, scores: npt.NDArray[np.float64], depth: int) -> list[tuple[int, str]]:
         """The ``depth`` best-scoring live chunks as ``(slot, chunk id)``: score, then chunk id."""

@@ -53,6 +53,8 @@ FUSION_DEPTH = 100
 """Documents each of dense and sparse contributes to the fusion (the SciFact reference used 100)."""
 MAX_CHUNK_OVERFETCH = 8.0
 """Dense retrieval asks the store for at most this many chunks per document wanted."""
+MAX_DENSE_REFETCH = 64
+"""Dense mode stops asking for more chunks at this many per document wanted."""
 RERANK_DEPTH = 50
 """Documents a reranker re-scores before the top ``top_k`` are kept."""
 RERANK_DOCUMENT_CHARS = 4000
@@ -284,15 +286,21 @@ class KnowledgeBase:
         include_vectors: bool = False,
         depth: int = FUSION_DEPTH,
         rerank_depth: int = RERANK_DEPTH,
+        options: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
         """The ``top_k`` best documents for ``query`` under ``filter``, each as its best chunk, best first.
 
         Dense, sparse and hybrid rank documents (a document's rank is its best chunk's), so the
         results are ``top_k`` distinct documents; an extension's mode decides for itself.
 
+        ``options`` go to an extension's mode (:attr:`RetrievalRequest.options`); the built-in
+        modes take none.
+
         :raises UnsupportedFilterError: the filter uses an operator the store lacks (any mode).
-        :raises KBError: an unknown mode.
+        :raises KBError: an unknown mode, or options given to a built-in mode.
         """
+        if options and mode in BUILTIN_MODES:
+            raise KBError(f"search mode {mode!r} takes no options; got {sorted(options)}")
         parsed = coerce_filter(filter)
         if parsed is not None:
             require_supported(self.store.name, self.store.supported_filter_operators, parsed)
@@ -308,13 +316,15 @@ class KnowledgeBase:
             started = time.perf_counter()
             span.set_attribute("kb.mode", mode)
             if mode == "dense":
-                ranked = _chunks(await self._dense(await query_vector(), wanted, filter))
+                ranked = _chunks(await self._dense(await query_vector(), wanted, filter, fill=True))
             elif mode == "sparse":
                 ranked = _chunks(self._sparse(query, wanted, filter))
             elif mode == "hybrid":
                 ranked = _chunks(await self._hybrid(query, query_vector, wanted, filter, depth))
             else:
-                ranked = await self._extension_mode(mode, query, query_vector, wanted, filter, depth)
+                ranked = await self._extension_mode(
+                    mode, query, query_vector, wanted, filter, depth, options or {}
+                )
             span.set_attribute("kb.candidates", len(ranked))
             span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
         hits = self._hydrate(ranked, include_vectors)
@@ -323,24 +333,29 @@ class KnowledgeBase:
         return hits[:top_k]
 
     async def _dense(
-        self, vector: list[float], top_k: int, filter: Mapping[str, Any] | None
+        self, vector: list[float], top_k: int, filter: Mapping[str, Any] | None, *, fill: bool = False
     ) -> list[tuple[str, ScoredChunk]]:
         """The ``top_k`` best documents by their best chunk's similarity, as ``(document id, chunk)``.
 
         The store ranks chunks, so it is asked for as many more as a document has chunks on
         average: fewer and a long document's chunks crowd the others out of the fusion's depth
         (SciFact, 2.5 chunks per abstract: hybrid 0.7153 nDCG@10 from 100 chunks, 0.7165 from 300).
+        With ``fill`` (what a caller sees, not a fusion's depth) it asks again for twice as many
+        until ``top_k`` documents are found or the store has no more.
         """
         fetch = math.ceil(top_k * self._chunks_per_document())
-        results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
-        best: dict[str, ScoredChunk] = {}
-        for r in results:
-            document_id = str(r.metadata.get("document_id", r.id))
-            if document_id not in best:
-                best[document_id] = ScoredChunk(r.id, r.score)
-                if len(best) == top_k:
-                    break
-        return list(best.items())
+        while True:
+            results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
+            best: dict[str, ScoredChunk] = {}
+            for r in results:
+                document_id = str(r.metadata.get("document_id", r.id))
+                if document_id not in best:
+                    best[document_id] = ScoredChunk(r.id, r.score)
+                    if len(best) == top_k:
+                        return list(best.items())
+            if not fill or len(results) < fetch or fetch >= top_k * MAX_DENSE_REFETCH:
+                return list(best.items())
+            fetch *= 2
 
     def _chunks_per_document(self) -> float:
         """Mean chunks per document, between 1 and :data:`MAX_CHUNK_OVERFETCH` (cached per catalog state)."""
@@ -385,6 +400,7 @@ class KnowledgeBase:
         top_k: int,
         filter: Mapping[str, Any] | None,
         depth: int,
+        options: Mapping[str, Any],
     ) -> list[ScoredChunk]:
         owner = next((e for e in self.extensions.values() if mode in e.modes), None)
         if owner is None:
@@ -393,7 +409,7 @@ class KnowledgeBase:
         async def seeds(k: int) -> list[ScoredChunk]:
             return _chunks(await self._hybrid(query, query_vector, k, filter, max(k, depth)))
 
-        request = RetrievalRequest(query, top_k, filter, seeds, query_vector)
+        request = RetrievalRequest(query, top_k, filter, seeds, query_vector, dict(options))
         return (await owner.retrieve(mode, request))[:top_k]
 
     def _hydrate(self, ranked: list[ScoredChunk], include_vectors: bool) -> list[Hit]:
@@ -465,6 +481,10 @@ class _ExtensionContext:
     @property
     def dimension(self) -> int:
         return self._kb.manifest.embedder.dimension
+
+    @property
+    def kernel(self) -> Kernel:
+        return self._kb.kernel
 
     async def load_chunks(self, ids: Sequence[str], *, include_vectors: bool = False) -> list[ChunkRecord]:
         return [c.record(include_vectors) for c in self._kb.catalog.chunks(ids, include_vectors)]

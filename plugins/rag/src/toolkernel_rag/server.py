@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from toolkernel.context import ToolContext
+from toolkernel.knowledge import RetrievedChunk, ServedSearch
 from toolkernel.prompts import Prompt, PromptArgument
 from toolkernel.resources import Resource, ResourceTemplate
 from toolkernel.tools import Tool, ToolResult, create_tool, text_block
@@ -123,8 +124,9 @@ def mount_kb(server: MCPServer, kb: KnowledgeBase, options: KBServerOptions | No
     opts = options or KBServerOptions()
     for tool in kb_tools(kb, opts):
         server.add_tool(tool)
+    served = served_search(kb, opts)
     for extension in kb.extensions.values():
-        for tool in extension.tools():
+        for tool in extension.tools(served):
             server.add_tool(tool)
     for resource in document_resources(kb, opts):
         server.add_resource(resource)
@@ -152,16 +154,7 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = _request_settings(args, ctx, options)
-        tenant_filter, target = None, kb
-        if options.tenant is not None:
-            resolved = options.tenant(ctx)
-            if resolved is None:
-                raise KBError("no tenant could be resolved for this request; search refused")
-            if isinstance(resolved, TenantScope):
-                tenant_filter, target = resolved.filter, resolved.knowledge_base or kb
-            else:
-                tenant_filter = resolved
-        where = effective_filter(options.mandatory_filter, tenant_filter, args.get("filter"))
+        target, where = _scope(kb, options, ctx, args.get("filter"))
         hits = await target.search(
             args["query"],
             top_k=settings["top_k"],
@@ -192,6 +185,43 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
     # equivalent compact schema, which is what their own per-result validation walks.
     tool.output_schema = output_schema()
     return tool
+
+
+def _scope(
+    kb: KnowledgeBase, options: KBServerOptions, ctx: ToolContext, model_filter: Mapping[str, Any] | None
+) -> tuple[KnowledgeBase, dict[str, Any] | None]:
+    """The knowledge base a request searches and its effective filter: mandatory, tenant, model's."""
+    tenant_filter, target = None, kb
+    if options.tenant is not None:
+        resolved = options.tenant(ctx)
+        if resolved is None:
+            raise KBError("no tenant could be resolved for this request; search refused")
+        if isinstance(resolved, TenantScope):
+            tenant_filter, target = resolved.filter, resolved.knowledge_base or kb
+        else:
+            tenant_filter = resolved
+    return target, effective_filter(options.mandatory_filter, tenant_filter, model_filter)
+
+
+def served_search(kb: KnowledgeBase, server_options: KBServerOptions) -> ServedSearch:
+    """``kb``'s search within the server's mandatory and tenant filters, for extensions' tools."""
+
+    async def search(
+        ctx: ToolContext,
+        query: str,
+        *,
+        top_k: int,
+        filter: Mapping[str, Any] | None = None,
+        mode: str = "hybrid",
+        options: Mapping[str, Any] | None = None,
+    ) -> list[RetrievedChunk]:
+        target, where = _scope(kb, server_options, ctx, filter)
+        hits = await target.search(
+            query, top_k=top_k, filter=where, mode=mode, depth=server_options.depth, options=options
+        )
+        return [RetrievedChunk(h.chunk.record(False), h.score) for h in hits]
+
+    return search
 
 
 def _request_settings(args: Mapping[str, Any], ctx: ToolContext, options: KBServerOptions) -> dict[str, Any]:
