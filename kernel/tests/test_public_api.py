@@ -371,6 +371,18 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "TaskSupport",
         "Work",
     ],
+    "toolkernel.store_helpers": [
+        "LazyResource",
+        "QueryArgs",
+        "check_delete",
+        "check_filter",
+        "check_query",
+        "create_index_once",
+        "ids_to_delete",
+        "matching_ids",
+        "score_from_distance",
+        "search_matching",
+    ],
     "toolkernel.testing": [
         "connect_in_memory",
         "connect_sdk_client",

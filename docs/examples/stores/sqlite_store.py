@@ -10,24 +10,13 @@ import re
 import sqlite3
 from array import array
 
-import anyio
 from pydantic import BaseModel, Field
 
 from toolkernel import hookimpl
-from toolkernel.filters import ALL_OPERATORS, And, Condition, Nor, Not, Or, coerce_filter, require_supported
+from toolkernel import store_helpers as sh
+from toolkernel.filters import ALL_OPERATORS, And, Condition, Nor, Not, Or
 from toolkernel.threads import WorkerThreads
-from toolkernel.vectors import (
-    IndexExistsError,
-    IndexInfo,
-    IndexNotFoundError,
-    VectorInputError,
-    check_index_args,
-    check_options,
-    check_top_k,
-    check_upsert,
-    check_vector,
-    query_results,
-)
+from toolkernel.vectors import IndexInfo, IndexNotFoundError, check_upsert, query_results
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS indexes (name TEXT PRIMARY KEY, dimension INT, metric TEXT);
@@ -101,16 +90,14 @@ class SQLiteStore:
 
     def __init__(self, settings: SQLiteSettings):  # no I/O here: connect on first use
         self.settings = settings
-        self._db = None
-        self._lock = anyio.Lock()
         self._thread = WorkerThreads(1, "sqlite-store")  # one thread owns the connection
+        self._db = sh.LazyResource(
+            lambda: self._thread.run(self._connect), lambda db: self._thread.run(db.close)
+        )
 
     async def _run(self, fn, *args):
-        if self._db is None:
-            async with self._lock:  # concurrent first calls share one connection
-                if self._db is None:
-                    self._db = await self._thread.run(self._connect)
-        return await self._thread.run(lambda: fn(self._db, *args), finish_on_cancel=True)
+        db = await self._db.get()
+        return await self._thread.run(lambda: fn(db, *args), finish_on_cancel=True)
 
     def _connect(self):
         db = sqlite3.connect(self.settings.path, check_same_thread=False)
@@ -118,11 +105,10 @@ class SQLiteStore:
         db.executescript(SCHEMA)
         return db
 
-    def _where(self, index, filter):
-        parsed = coerce_filter(filter)
+    @staticmethod
+    def _where(index, parsed):
         if parsed is None:
             return "r.idx = ?", [index]
-        require_supported(self.name, self.supported_filter_operators, parsed)
         sql, params = translate(parsed.root)
         return f"r.idx = ? AND ({sql})", [index, *params]
 
@@ -135,16 +121,11 @@ class SQLiteStore:
         return IndexInfo(name=name, dimension=row[0], metric=row[1], count=count)
 
     async def create_index(self, name, dimension, metric="cosine"):
-        check_index_args(name, dimension, metric)
-
-        def create(db):
-            row = db.execute("SELECT dimension, metric FROM indexes WHERE name = ?", [name]).fetchone()
-            if row is not None and tuple(row) != (dimension, metric):
-                raise IndexExistsError(name, self._info(db, name))
+        def create(db):  # fails if the name is taken: create_index_once then compares
             with db:
-                db.execute("INSERT OR IGNORE INTO indexes VALUES (?, ?, ?)", [name, dimension, metric])
+                db.execute("INSERT INTO indexes VALUES (?, ?, ?)", [name, dimension, metric])
 
-        await self._run(create)
+        await sh.create_index_once(self, name, dimension, metric, lambda: self._run(create))
 
     async def describe_index(self, name):
         return await self._run(self._info, name)
@@ -181,16 +162,14 @@ class SQLiteStore:
     async def query(self, index, vector, top_k=10, filter=None, include_vectors=False, options=None):
         def search(db):
             info = self._info(db, index)
-            query = check_vector(vector, info.dimension)
-            check_top_k(top_k)
-            check_options(self.name, options, known=())
-            where, params = self._where(index, filter)
+            args = sh.check_query(self, info.dimension, vector, top_k, filter, options)
+            where, params = self._where(index, args.filter)
             hits = []
             for rid, id_, blob, doc in db.execute(
                 f"SELECT rid, id, vector, document FROM records r WHERE {where}", params
             ):
                 stored = array("d", blob).tolist()
-                hits.append((score(info.metric, query, stored), rid, id_, doc, stored))
+                hits.append((score(info.metric, args.vector, stored), rid, id_, doc, stored))
             hits = sorted(hits, key=lambda hit: hit[0], reverse=True)[:top_k]
             return query_results(
                 [
@@ -205,12 +184,11 @@ class SQLiteStore:
     async def delete(self, index, ids=None, filter=None):
         def remove(db):
             self._info(db, index)
-            if ids is None and filter is None:
-                raise VectorInputError("delete: pass ids, a filter or both; delete_index() empties an index")
-            where, params = self._where(index, filter)
-            if ids is not None:
-                where += f" AND r.id IN ({', '.join('?' for _ in ids)})"
-                params += list(ids)
+            wanted, parsed = sh.check_delete(self, ids, filter)
+            where, params = self._where(index, parsed)
+            if wanted is not None:
+                where += f" AND r.id IN ({', '.join('?' for _ in wanted)})"
+                params += wanted
             rids = [(rid,) for (rid,) in db.execute(f"SELECT rid FROM records r WHERE {where}", params)]
             with db:
                 db.executemany("DELETE FROM meta WHERE rid = ?", rids)
@@ -221,15 +199,13 @@ class SQLiteStore:
     async def count(self, index, filter=None):
         def count(db):
             self._info(db, index)
-            where, params = self._where(index, filter)
+            where, params = self._where(index, sh.check_filter(self, filter))
             return db.execute(f"SELECT count(*) FROM records r WHERE {where}", params).fetchone()[0]
 
         return await self._run(count)
 
     async def aclose(self):
-        if self._db is not None:
-            await self._thread.run(self._db.close)
-            self._db = None
+        await self._db.aclose()
         self._thread.close()
 
 

@@ -17,7 +17,6 @@ the collection up afresh each time.
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,7 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import httpx
 
-from toolkernel.filters import Filter, coerce_filter, require_supported
+from toolkernel.filters import Filter
+from toolkernel.store_helpers import check_delete, check_filter, score_from_distance
 from toolkernel.threads import WorkerThreads
 from toolkernel.vectors import (
     FilterInput,
@@ -367,7 +367,7 @@ class ChromaStore:
         hits: list[dict[str, Any]] = [
             {
                 "id": id_,
-                "score": _score(metric, float(distances[i])),
+                "score": score_from_distance(metric, float(distances[i])),
                 "metadata": _from_chroma_metadata(metadatas[i]),
                 "document": docs[i],
                 "vector": [float(x) for x in embeddings[i]] if embeddings is not None else None,
@@ -382,11 +382,8 @@ class ChromaStore:
     ) -> None:
         """Delete records by id, by filter, or ids that also match the filter."""
         collection, _, _ = await self._collection(index)
-        if ids is None and filter is None:
-            raise VectorInputError("delete needs ids, a filter or both; use delete_index() to drop an index")
-        if isinstance(ids, str):
-            raise VectorInputError("ids: expected a sequence of strings, got a single string")
-        where = self._where(filter)
+        ids, parsed = check_delete(self, ids, filter)
+        where = None if parsed is None else where_document(parsed)
         if ids is None and where is not None:
             await self._run(collection.delete, where=where)
             return
@@ -411,11 +408,8 @@ class ChromaStore:
 
     def _where(self, filter: FilterInput | None) -> Where | None:
         """The Chroma ``where`` for ``filter``, refusing operators Chroma lacks."""
-        parsed: Filter | None = coerce_filter(filter)
-        if parsed is None:
-            return None
-        require_supported(self.name, self.supported_filter_operators, parsed)
-        return where_document(parsed)
+        parsed: Filter | None = check_filter(self, filter)
+        return None if parsed is None else where_document(parsed)
 
     async def aclose(self) -> None:
         """Drop the client (an embedded database releases its files); the store cannot be used afterwards."""
@@ -505,11 +499,3 @@ def _from_chroma_metadata(metadata: Mapping[str, Any] | None) -> Metadata:
         for key, value in (metadata or {}).items()
         if not key.startswith(RESERVED_PREFIX)
     }
-
-
-def _score(metric: str, distance: float) -> float:
-    """Chroma distance → the contract's higher-is-better score (Chroma's l2 is the *squared* distance)."""
-    if metric == "euclidean":
-        return -math.sqrt(max(distance, 0.0))
-    # cosine: 1 - cos; ip: 1 - dot.
-    return 1.0 - distance

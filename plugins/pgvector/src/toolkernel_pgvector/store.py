@@ -32,7 +32,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from toolkernel.filters import Filter, coerce_filter, require_supported
+from toolkernel.store_helpers import check_delete, check_filter, score_from_distance
 from toolkernel.vectors import (
     FilterInput,
     IndexExistsError,
@@ -444,7 +444,7 @@ class PgVectorStore:
         table = await self._cached_table(index)
         check_top_k(top_k)
         opts = _query_options(check_options(self.name, options, QUERY_OPTIONS))
-        parsed = self._parse(filter)
+        parsed = check_filter(self, filter)
         condition, params = where_clause(parsed)
         for attempt in range(2):
             query_vector = Vector(check_vector(vector, table.dimension, "vector"))
@@ -469,7 +469,7 @@ class PgVectorStore:
         hits: list[dict[str, Any]] = []
         min_score = opts.get("min_score")
         for row in rows:
-            score = _score(table.metric, row[1])
+            score = score_from_distance(table.metric, row[1], squared_l2=False, negated_dot=True)
             if min_score is not None and score < min_score:
                 break
             hits.append(
@@ -565,24 +565,16 @@ class PgVectorStore:
         """Delete rows by id, by filter, or ids that also match the filter."""
         async with self._connection() as conn:
             table = await self._table(conn, index)
-            if ids is None and filter is None:
-                raise VectorInputError(
-                    "delete needs ids, a filter or both; use delete_index() to drop an index"
-                )
-            if isinstance(ids, str):
-                raise VectorInputError("ids: expected a sequence of strings, got a single string")
-            condition, params = where_clause(self._parse(filter))
-            if ids is not None:
+            wanted, parsed = check_delete(self, ids, filter)
+            condition, params = where_clause(parsed)
+            if wanted is not None:
                 condition = sql.SQL("id = ANY(%s) AND ({})").format(condition)
-                params = [list(ids), *params]
+                params = [wanted, *params]
             await conn.execute(sql.SQL("DELETE FROM {} WHERE {}").format(table.ident, condition), params)
 
     async def count(self, index: str, filter: FilterInput | None = None) -> int:
         """How many rows ``index`` holds, or how many match ``filter``."""
-        parsed = coerce_filter(filter)
-        if parsed is not None:
-            require_supported(self.name, self.supported_filter_operators, parsed)
-        condition, params = where_clause(parsed)
+        condition, params = where_clause(check_filter(self, filter))
         async with self._connection() as conn:
             table = await self._table(conn, index)
             cur = await conn.execute(
@@ -590,13 +582,6 @@ class PgVectorStore:
             )
             row = await cur.fetchone()
         return int(row[0]) if row is not None else 0
-
-    def _parse(self, filter: FilterInput | None) -> Filter | None:
-        """The parsed filter (``None`` if it tests nothing), refusing operators this store lacks."""
-        parsed = coerce_filter(filter)
-        if parsed is not None:
-            require_supported(self.name, self.supported_filter_operators, parsed)
-        return parsed
 
     async def aclose(self) -> None:
         """Close the connection pool; the store cannot be used afterwards."""
@@ -650,11 +635,3 @@ def _query_options(opts: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise VectorInputError(f"query option 'min_score' must be a finite number, got {value!r}")
     return opts
-
-
-def _score(metric: str, distance: float) -> float:
-    """pgvector distance → the contract's higher-is-better score."""
-    if metric == "cosine":
-        return 1.0 - distance
-    # <-> is the euclidean distance and <#> the negated inner product: both negate to the score.
-    return -distance

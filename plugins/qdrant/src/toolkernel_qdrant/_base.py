@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkernel.filters import coerce_filter
+from toolkernel.store_helpers import check_delete
 from toolkernel.vectors import (
     FilterInput,
     IndexExistsError,
@@ -177,16 +178,14 @@ class QdrantStoreBase(ABC):
     ) -> None:
         """Delete by ids, by filter, or ids that match the filter."""
         await self._spec(index)
-        if ids is None and filter is None:
-            raise VectorInputError("delete: pass ids, a filter, or both (delete_index empties an index)")
-        if isinstance(ids, str):
-            raise VectorInputError("delete: ids must be a sequence of strings, got a single string")
-        qfilter = self._filter(filter) if filter is not None else None
-        point_ids = [point_id(i) for i in ids] if ids is not None else None
-        if point_ids == []:
+        ids, parsed = check_delete(self, ids, filter)
+        if ids == []:
             return
-        if qfilter is None and filter is not None and point_ids is None:
-            qfilter = {"must": []}  # the empty filter: every record
+        point_ids = None if ids is None else [point_id(i) for i in ids]
+        if parsed is not None:
+            qfilter: QdrantFilter | None = self._filter(parsed)
+        else:  # no condition: only the ids, or (neither) every record
+            qfilter = {"must": []} if point_ids is None else None
         await self._delete(self._collection(index), point_ids, qfilter)
 
     async def count(self, index: str, filter: FilterInput | None = None) -> int:
