@@ -111,4 +111,4 @@ def test_the_kit_fails_a_store_with_a_range_slip(
 
 def test_the_same_harness_passes_a_correct_store(pytester: pytest.Pytester) -> None:
     result = run_kit(pytester, "Correct", CORRECT)
-    result.assert_outcomes(passed=32)
+    result.assert_outcomes(passed=33)

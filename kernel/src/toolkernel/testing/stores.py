@@ -379,6 +379,14 @@ class VectorStoreContract:
 
     # -- records -------------------------------------------------------------
 
+    async def test_an_empty_upsert_changes_nothing(self, vector_store: VectorStore) -> None:
+        store = vector_store
+        async with self.fresh_index(store, 3, "cosine") as index:
+            await store.upsert(index, ["a"], [[1.0, 0.0, 0.0]])
+            await store.upsert(index, [], [], metadata=[], documents=[])
+            await store.upsert(index, [], [])
+            assert await store.count(index) == 1
+
     async def test_upsert_query_replace_delete(self, vector_store: VectorStore) -> None:
         store = vector_store
         async with self.fresh_index(store, 3, "cosine") as index:

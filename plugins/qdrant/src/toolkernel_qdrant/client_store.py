@@ -66,7 +66,7 @@ class QdrantClientStore(QdrantStoreBase):
 
     async def _upsert(self, collection: str, points: list[tuple[str, list[float], dict[str, Any]]]) -> None:
         structs = [models.PointStruct(id=pid, vector=vec, payload=payload) for pid, vec, payload in points]
-        size = self._batch or len(structs)
+        size = self._batch or max(1, len(structs))
         for start in range(0, len(structs), size):
             await self._client.upsert(collection, structs[start : start + size], wait=True)
 
