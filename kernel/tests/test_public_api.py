@@ -328,6 +328,13 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "ToolRegistry",
         "VectorStoreRegistry",
     ],
+    "toolkernel.remote_batches": [
+        "RetryOptions",
+        "Retryable",
+        "map_batches",
+        "retry_after",
+        "with_retries",
+    ],
     "toolkernel.rerankers": [
         "Reranker",
         "RerankerFactory",

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import email.utils
+import functools
 import os
-import random
-import time
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 import httpx
 import structlog
 
+from toolkernel.remote_batches import Retryable, map_batches, retry_after, with_retries
 from toolkernel_openai.options import OpenAIOptions
 
 log = structlog.get_logger("toolkernel_openai")
@@ -29,15 +27,6 @@ KNOWN_DIMENSIONS = {
 
 class OpenAIEmbedderError(RuntimeError):
     """An embedding request failed for good; the message names the embedder and the batch."""
-
-
-class _Retryable(Exception):
-    """A failure worth another attempt, with the server's requested wait if it gave one."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
 
 
 class OpenAIEmbedder:
@@ -78,27 +67,10 @@ class OpenAIEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order; batches run concurrently up to ``max_concurrency``."""
-        texts = list(texts)
-        size = self._options.max_batch_size
-        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
-        results: list[list[list[float]]] = [[] for _ in batches]
-        limiter = anyio.CapacityLimiter(self._options.max_concurrency)
-        failures: list[OpenAIEmbedderError] = []
-
-        async def run(number: int, scope: anyio.CancelScope) -> None:
-            async with limiter:
-                try:
-                    results[number] = await self._embed_batch(number, len(batches), batches[number], size)
-                except OpenAIEmbedderError as exc:
-                    failures.append(exc)
-                    scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            for number in range(len(batches)):
-                tg.start_soon(run, number, tg.cancel_scope)
-        if failures:
-            raise failures[0]
-        return [vector for batch in results for vector in batch]
+        opts = self._options
+        return await map_batches(
+            list(texts), opts.max_batch_size, opts.max_concurrency, self._embed_batch, OpenAIEmbedderError
+        )
 
     async def aclose(self) -> None:
         """Close the HTTP client if this embedder made it (an injected client stays open)."""
@@ -112,39 +84,23 @@ class OpenAIEmbedder:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def _embed_batch(self, number: int, count: int, batch: list[str], size: int) -> list[list[float]]:
+    async def _embed_batch(self, number: int, count: int, batch: list[str]) -> list[list[float]]:
         """Send one batch, retrying transient failures with jittered exponential backoff."""
-        first = number * size
+        first = number * self._options.max_batch_size
         label = f"{self.name}: batch {number + 1}/{count} (texts {first}-{first + len(batch) - 1})"
-        opts = self._options
-        attempt = 0
-        while True:
-            try:
-                return await self._request(label, batch)
-            except _Retryable as failure:
-                if attempt >= opts.max_retries:
-                    raise OpenAIEmbedderError(
-                        f"{label} failed after {attempt + 1} attempts: {failure.reason}"
-                    ) from failure
-                if failure.retry_after is not None and failure.retry_after > opts.max_retry_after:
-                    raise OpenAIEmbedderError(
-                        f"{label}: {failure.reason}; the server asked to wait {failure.retry_after:.0f} s, "
-                        f"more than max_retry_after={opts.max_retry_after:.0f} s"
-                    ) from failure
-                ceiling = min(opts.backoff_max, opts.backoff_initial * 2**attempt)
-                delay = random.uniform(0, ceiling)
-                if failure.retry_after is not None:
-                    delay = max(delay, failure.retry_after)
-                attempt += 1
-                log.warning(
-                    "embedding request failed, retrying",
-                    embedder=self.name,
-                    batch=number + 1,
-                    reason=failure.reason,
-                    attempt=attempt,
-                    delay_s=round(delay, 3),
-                )
-                await anyio.sleep(delay)
+
+        def logged(failure: Retryable, attempt: int, delay: float) -> None:
+            log.warning(
+                "embedding request failed, retrying",
+                embedder=self.name,
+                batch=number + 1,
+                reason=failure.reason,
+                attempt=attempt,
+                delay_s=round(delay, 3),
+            )
+
+        request = functools.partial(self._request, label, batch)
+        return await with_retries(request, self._options, label, OpenAIEmbedderError, logged)
 
     async def _request(self, label: str, batch: list[str]) -> list[list[float]]:
         """One HTTP request for one batch: vectors in input order, or an error saying what went wrong."""
@@ -162,12 +118,12 @@ class OpenAIEmbedder:
                 timeout=self._options.timeout,
             )
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out after {self._options.timeout:g} s ({type(exc).__name__})") from exc
+            raise Retryable(f"timed out after {self._options.timeout:g} s ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
-            raise _Retryable(f"network error: {type(exc).__name__}: {exc}") from exc
+            raise Retryable(f"network error: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
-            raise _Retryable(
-                f"HTTP {response.status_code}: {_error_text(response)}", _retry_after(response.headers)
+            raise Retryable(
+                f"HTTP {response.status_code}: {_error_text(response)}", retry_after(response.headers)
             )
         if response.status_code != 200:
             raise OpenAIEmbedderError(f"{label}: HTTP {response.status_code}: {_error_text(response)}")
@@ -201,27 +157,6 @@ def _error_text(response: httpx.Response) -> str:
         return str(message)
     except (ValueError, KeyError, TypeError, AttributeError):
         return response.text[:300] or response.reason_phrase
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asked us to wait: ``retry-after-ms``, or ``Retry-After`` as seconds or a date."""
-    if (millis := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def openai_embedder(model: str, *, client: httpx.AsyncClient | None = None, **options: Any) -> OpenAIEmbedder:

@@ -9,16 +9,16 @@ jittered exponential backoff that honours ``Retry-After``.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
-import random
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolkernel.remote_batches import Retryable, map_batches, retry_after, with_retries
 from toolkernel_rag.rerankers.candidates import RerankError, check_passages
 
 API_KEY_ENV = "RERANK_API_KEY"
@@ -48,15 +48,6 @@ class HttpRerankOptions(BaseModel):
     )
 
 
-class _Retryable(Exception):
-    """A failure worth another attempt, with the server's requested wait if it gave one."""
-
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
 class HttpReranker:
     """Scores passages through a hosted or self-hosted ``/rerank`` endpoint."""
 
@@ -83,28 +74,12 @@ class HttpReranker:
     async def score(self, query: str, passages: Sequence[str]) -> list[float]:
         """One relevance score per passage, in order; batches run concurrently up to ``max_concurrency``."""
         texts = check_passages(self.name, query, passages)
-        size = self._options.max_batch_size
-        batches = [texts[i : i + size] for i in range(0, len(texts), size)]
-        results: list[list[float]] = [[] for _ in batches]
-        limiter = anyio.CapacityLimiter(self._options.max_concurrency)
-        failures: list[RerankError] = []
+        opts = self._options
 
-        async def run(number: int, scope: anyio.CancelScope) -> None:
-            async with limiter:
-                try:
-                    results[number] = await self._batch(
-                        query, batches[number], f"batch {number + 1}/{len(batches)}"
-                    )
-                except RerankError as exc:
-                    failures.append(exc)
-                    scope.cancel()
+        async def batch(number: int, count: int, part: list[str]) -> list[float]:
+            return await self._batch(query, part, f"batch {number + 1}/{count}")
 
-        async with anyio.create_task_group() as tg:
-            for number in range(len(batches)):
-                tg.start_soon(run, number, tg.cancel_scope)
-        if failures:
-            raise failures[0]
-        return [score for batch in results for score in batch]
+        return await map_batches(texts, opts.max_batch_size, opts.max_concurrency, batch, RerankError)
 
     async def aclose(self) -> None:
         """Close the HTTP client if this reranker made it (an injected client stays open)."""
@@ -121,26 +96,8 @@ class HttpReranker:
     async def _batch(self, query: str, batch: list[str], where: str) -> list[float]:
         """Send one batch, retrying transient failures with jittered exponential backoff."""
         label = f"{self.name}: {where} ({len(batch)} passages) to {self._url}"
-        opts = self._options
-        attempt = 0
-        while True:
-            try:
-                return await self._request(label, query, batch)
-            except _Retryable as failure:
-                if attempt >= opts.max_retries:
-                    raise RerankError(
-                        f"{label} failed after {attempt + 1} attempts: {failure.reason}"
-                    ) from failure
-                if failure.retry_after is not None and failure.retry_after > opts.max_retry_after:
-                    raise RerankError(
-                        f"{label}: {failure.reason}; the server asked to wait {failure.retry_after:.0f} s, "
-                        f"more than max_retry_after={opts.max_retry_after:.0f} s"
-                    ) from failure
-                delay = random.uniform(0, min(opts.backoff_max, opts.backoff_initial * 2**attempt))
-                if failure.retry_after is not None:
-                    delay = max(delay, failure.retry_after)
-                attempt += 1
-                await anyio.sleep(delay)
+        request = functools.partial(self._request, label, query, batch)
+        return await with_retries(request, self._options, label, RerankError)
 
     async def _request(self, label: str, query: str, batch: list[str]) -> list[float]:
         """One HTTP request: the scores in passage order, or an error saying what went wrong."""
@@ -159,11 +116,12 @@ class HttpReranker:
                 self._url, json=body, headers=headers, timeout=self._options.timeout
             )
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out after {self._options.timeout:g} s ({type(exc).__name__})") from exc
+            raise Retryable(f"timed out after {self._options.timeout:g} s ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
-            raise _Retryable(f"network error: {type(exc).__name__}: {exc}") from exc
+            raise Retryable(f"network error: {type(exc).__name__}: {exc}") from exc
         if response.status_code == 429 or response.status_code >= 500:
-            raise _Retryable(f"HTTP {response.status_code}: {_error_text(response)}", _retry_after(response))
+            reason = f"HTTP {response.status_code}: {_error_text(response)}"
+            raise Retryable(reason, retry_after(response.headers))
         if response.status_code != 200:
             raise RerankError(f"{label}: HTTP {response.status_code}: {_error_text(response)}")
         return _scores(label, response, len(batch))
@@ -202,14 +160,6 @@ def _error_text(response: httpx.Response) -> str:
     except (ValueError, TypeError, AttributeError):
         pass
     return response.text[:300] or response.reason_phrase
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds the server asked to wait (``Retry-After`` in seconds), if it said."""
-    try:
-        return max(0.0, float(response.headers["retry-after"]))
-    except (KeyError, ValueError):
-        return None
 
 
 def http_reranker(*, client: httpx.AsyncClient | None = None, **options: Any) -> HttpReranker:
