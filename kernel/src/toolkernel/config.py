@@ -151,21 +151,26 @@ def plugin_settings(
     for key, value in (options or {}).items():
         data[key], sources[key] = value, "from the call's options"
 
+    # Every mistake is reported at once: unknown keys, then what the model rejects in the rest.
+    problems: list[str] = []
+    unknown: list[str] = []
     if model.model_config.get("extra") != "allow":
         known = _field_names(model)
         unknown = sorted(k for k in data if k not in known)
         if unknown:
             listed = ", ".join(sorted(model.model_fields)) or "none"
-            problems = "; ".join(f"{table_name} {k} {sources[k]}: unknown key" for k in unknown)
-            raise ConfigError(f"settings of plugin {name!r} are invalid: {problems} (known keys: {listed})")
+            typos = "; ".join(f"{table_name} {k} {sources[k]}: unknown key" for k in unknown)
+            problems.append(f"{typos} (known keys: {listed})")
     try:
-        return model.model_validate(data)
+        settings = model.model_validate({k: v for k, v in data.items() if k not in unknown})
     except ValidationError as exc:
-        problems = "; ".join(
+        problems += [
             _describe(e["loc"], e["msg"], table_name, sources, str(file or "toolkernel.toml"), prefix)
             for e in exc.errors(include_url=False)
-        )
-        raise ConfigError(f"settings of plugin {name!r} are invalid: {problems}") from None
+        ]
+    if problems:
+        raise ConfigError(f"settings of plugin {name!r} are invalid: {'; '.join(problems)}")
+    return settings
 
 
 def section_variables(
