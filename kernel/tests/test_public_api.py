@@ -294,6 +294,10 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "SeedSource",
         "ServedSearch",
     ],
+    "toolkernel.matching_store": [
+        "MatchingStore",
+        "OpenIndex",
+    ],
     "toolkernel.middleware": [
         "CallNext",
         "ToolCall",
