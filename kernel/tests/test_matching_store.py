@@ -1,4 +1,4 @@
-"""MatchingStore: a store made of backend primitives meets the whole contract, and the backend sees only real work."""
+"""MatchingStore: a store of backend primitives meets the contract; the backend sees only real work."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_a_store_missing_a_primitive_cannot_be_built() -> None:
     class NoSearch(JsonRowsStore):
         nearest = MatchingStore.nearest  # type: ignore[assignment]
 
-    with pytest.raises(TypeError, match="abstract method.*nearest"):
+    with pytest.raises(TypeError, match=r"abstract method.*nearest"):
         NoSearch()
 
 

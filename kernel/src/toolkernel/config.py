@@ -134,8 +134,9 @@ def plugin_settings(
     :param options: explicit values that win over both (a factory call's options).
     :param other_sections: the other declared sections, so a variable of a longer name
         (``TOOLKERNEL_LOCAL_EMBED_*`` beside ``local``) is left to its own section.
-    :raises ConfigError: a key the model does not have, or a value it rejects; the message
-        names the table, the key and where the value came from (file, variable or option).
+    :raises ConfigError: keys the model does not have, or values it rejects, all in one
+        message naming the table, each key and where its value came from (file, variable or
+        option).
     """
     env = os.environ if environ is None else environ
     table_name = f"[plugins.{name}]"
