@@ -12,7 +12,7 @@ import pytest
 
 from toolkernel.matching_store import MatchingStore, OpenIndex
 from toolkernel.testing.stores import VectorStoreContract
-from toolkernel.vectors import IndexNotFoundError, Metadata, Metric, VectorStoreError
+from toolkernel.vectors import IndexNotFoundError, Metric, UpsertBatch, VectorStoreError
 
 # Records keep their metadata as JSON text, as a backend with a fixed schema would.
 Rows = dict[str, tuple[list[float], str, str | None]]
@@ -53,16 +53,9 @@ class JsonRowsStore(MatchingStore[dict[str, OpenIndex[Rows]], Rows]):
     async def drop_index(self, name: str) -> None:
         del (await self.connection())[name]
 
-    async def write(
-        self,
-        index: OpenIndex[Rows],
-        ids: list[str],
-        vectors: list[list[float]],
-        metadata: list[Metadata],
-        documents: list[str | None],
-    ) -> None:
+    async def write(self, index: OpenIndex[Rows], batch: UpsertBatch) -> None:
         self.calls.append("write")
-        for id_, vector, meta, doc in zip(ids, vectors, metadata, documents, strict=True):
+        for id_, vector, meta, doc in zip(*batch, strict=True):
             index.handle[id_] = (vector, json.dumps(meta), doc)
 
     async def nearest(

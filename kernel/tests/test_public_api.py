@@ -452,6 +452,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "QueryResult",
         "Scalar",
         "UnsupportedFilterError",
+        "UpsertBatch",
         "VectorInputError",
         "VectorStore",
         "VectorStoreError",

@@ -36,7 +36,7 @@ from toolkernel.store_helpers import (
     matching_ids,
     search_matching,
 )
-from toolkernel.vectors import IndexInfo, Metadata, Metric, QueryResult, check_upsert
+from toolkernel.vectors import IndexInfo, Metric, QueryResult, UpsertBatch, check_upsert
 
 if TYPE_CHECKING:
     from toolkernel.vectors import FilterInput
@@ -111,15 +111,12 @@ class MatchingStore(ABC, Generic[C, H]):
         """Remove the index and its records; :meth:`open_index` has just found it."""
 
     @abstractmethod
-    async def write(
-        self,
-        index: OpenIndex[H],
-        ids: list[str],
-        vectors: list[list[float]],
-        metadata: list[Metadata],
-        documents: list[str | None],
-    ) -> None:
-        """Insert or replace these records by id: a batch of one or more, every value already checked."""
+    async def write(self, index: OpenIndex[H], batch: UpsertBatch) -> None:
+        """Insert or replace the batch's records by id: one or more, every value already checked.
+
+        ``batch`` holds four lists of one length: ``ids``, ``vectors``, ``metadata`` (dicts;
+        a backend with a fixed schema can keep each as JSON text) and ``documents``.
+        """
 
     @abstractmethod
     async def nearest(
@@ -181,8 +178,8 @@ class MatchingStore(ABC, Generic[C, H]):
         """Insert or replace records by id; the whole batch is checked before :meth:`write` sees it."""
         opened = await self.open_index(index)
         batch = check_upsert(opened.dimension, ids, vectors, metadata, documents)
-        if batch[0]:
-            await self.write(opened, *batch)
+        if batch.ids:
+            await self.write(opened, batch)
 
     async def query(
         self,
