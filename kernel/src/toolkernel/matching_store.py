@@ -63,9 +63,10 @@ class MatchingStore(ABC, Generic[C, H]):
     """A :class:`~toolkernel.vectors.VectorStore` on a backend that searches, with filters by ``matches()``.
 
     ``C`` is the type of the backend's connection, ``H`` of an index's handle. Subclasses
-    set ``name`` and implement the abstract methods (each says what the contract needs of
-    it); every filter operator is supported, since :func:`~toolkernel.filters.matches`
-    evaluates them all.
+    set ``name``, call ``super().__init__(timeout=...)`` from an ``__init__`` that only
+    keeps the settings, and implement the abstract methods (each says what the contract
+    needs of it), getting the connection with ``await self.connection()``. Every filter
+    operator is supported, since :func:`~toolkernel.filters.matches` evaluates them all.
     """
 
     name: str
