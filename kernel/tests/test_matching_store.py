@@ -101,12 +101,16 @@ class TestJsonRowsStore(VectorStoreContract):
         await store.aclose()
 
 
-def test_a_store_missing_a_primitive_cannot_be_built() -> None:
-    class NoSearch(JsonRowsStore):
-        nearest = MatchingStore.nearest  # type: ignore[assignment]
+def test_a_store_missing_backend_methods_cannot_be_built() -> None:
+    class OnlyConnects(MatchingStore[None, None]):
+        name = "half"
 
-    with pytest.raises(TypeError, match=r"abstract method.*nearest"):
-        NoSearch()
+        async def connect(self) -> None:
+            return None
+
+    # The error names every method still to write, not only the first.
+    with pytest.raises(TypeError, match=r"abstract methods.*drop_index.*nearest.*write"):
+        OnlyConnects()  # type: ignore[abstract]
 
 
 @pytest.mark.anyio
