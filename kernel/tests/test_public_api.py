@@ -294,6 +294,10 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "SeedSource",
         "ServedSearch",
     ],
+    "toolkernel.matching_store": [
+        "MatchingStore",
+        "OpenIndex",
+    ],
     "toolkernel.middleware": [
         "CallNext",
         "ToolCall",
@@ -448,6 +452,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "QueryResult",
         "Scalar",
         "UnsupportedFilterError",
+        "UpsertBatch",
         "VectorInputError",
         "VectorStore",
         "VectorStoreError",

@@ -147,6 +147,22 @@ def test_an_unknown_key_is_a_typo_not_silence(tmp_path):
     )
 
 
+def test_every_mistake_in_a_table_is_reported_at_once(tmp_path):
+    """An unknown key does not hide a bad value beside it: one run lists every fix to make."""
+    path = config(tmp_path, '[plugins.lite]\npaht = "/d"\ntimeout = 0\ntags = "x"\n')
+    kernel = Kernel.from_config(path, load_entry_points=False, plugins=[StorePlugin()])
+    with pytest.raises(ConfigError) as caught:
+        kernel.check()
+    where = f"in config file {str(path)!r}"
+    assert str(caught.value) == (
+        f"settings of plugin 'lite' are invalid: [plugins.lite] paht {where}: unknown key "
+        f"(known keys: path, table_prefix, tags, timeout); "
+        f"[plugins.lite] path: Field required (set it in {path} or as TOOLKERNEL_LITE_PATH); "
+        f"[plugins.lite] tags {where}: Input should be a valid list; "
+        f"[plugins.lite] timeout {where}: Input should be greater than 0"
+    )
+
+
 def test_a_model_that_allows_extra_keys_gets_them():
     class Open(BaseModel):
         model_config = ConfigDict(extra="allow")

@@ -1,21 +1,14 @@
-"""A vector store kept in a dict: exact search, every filter operator, no persistence."""
+"""A vector store kept in a dict: exact search, every filter operator, no persistence.
+
+``MatchingStore`` writes the contract's methods (argument checks, errors, filters
+evaluated with ``matches()``); the store writes only what its backend, here a dict, does.
+"""
 
 import math
 
 from toolkernel import hookimpl
-from toolkernel.filters import ALL_OPERATORS, coerce_filter, matches
-from toolkernel.vectors import (
-    IndexExistsError,
-    IndexInfo,
-    IndexNotFoundError,
-    QueryResult,
-    VectorInputError,
-    check_index_args,
-    check_options,
-    check_top_k,
-    check_upsert,
-    check_vector,
-)
+from toolkernel.matching_store import MatchingStore, OpenIndex
+from toolkernel.vectors import IndexNotFoundError
 
 
 def _score(metric, a, b):
@@ -28,79 +21,50 @@ def _score(metric, a, b):
     return dot / norms if norms else 0.0
 
 
-class DictStore:
+class DictStore(MatchingStore):
     name = "dict"
-    supported_filter_operators = ALL_OPERATORS
 
-    def __init__(self):
-        self._indexes = {}  # name -> (IndexInfo without count, {id: (vector, metadata, document)})
+    async def connect(self):
+        return {}  # index name -> OpenIndex({id: (vector, metadata, document)}, dimension, metric)
 
-    def _index(self, name):
-        if name not in self._indexes:
+    async def open_index(self, name):
+        indexes = await self.connection()
+        if name not in indexes:
             raise IndexNotFoundError(name)
-        return self._indexes[name]
+        return indexes[name]
 
-    async def create_index(self, name, dimension, metric="cosine"):
-        check_index_args(name, dimension, metric)
-        if name in self._indexes:
-            info, _ = self._indexes[name]
-            if (info.dimension, info.metric) != (dimension, metric):
-                raise IndexExistsError(name, await self.describe_index(name))
-            return
-        self._indexes[name] = (IndexInfo(name=name, dimension=dimension, metric=metric, count=0), {})
+    async def make_index(self, name, dimension, metric):
+        indexes = await self.connection()
+        if name in indexes:
+            raise FileExistsError(name)  # create_index then compares with the existing index
+        indexes[name] = OpenIndex({}, dimension, metric)
 
-    async def describe_index(self, name):
-        info, rows = self._index(name)
-        return info.model_copy(update={"count": len(rows)})
+    async def index_names(self):
+        return list(await self.connection())
 
-    async def list_indexes(self):
-        return sorted(self._indexes)
+    async def drop_index(self, name):
+        del (await self.connection())[name]
 
-    async def delete_index(self, name):
-        self._index(name)
-        del self._indexes[name]
-
-    async def upsert(self, index, ids, vectors, metadata=None, documents=None):
-        info, rows = self._index(index)
-        batch = check_upsert(info.dimension, ids, vectors, metadata, documents)
+    async def write(self, index, batch):
         for id_, vector, meta, doc in zip(*batch, strict=True):
-            rows[id_] = (vector, meta, doc)
+            index.handle[id_] = (vector, meta, doc)
 
-    async def query(self, index, vector, top_k=10, filter=None, include_vectors=False, options=None):
-        info, rows = self._index(index)
-        vector = check_vector(vector, info.dimension)
-        check_top_k(top_k)
-        check_options(self.name, options, known=())
-        where = coerce_filter(filter)
+    async def nearest(self, index, vector, limit):
         hits = [
-            QueryResult(
-                id=id_,
-                score=_score(info.metric, vector, stored),
-                metadata=meta,
-                document=doc,
-                vector=stored if include_vectors else None,
-            )
-            for id_, (stored, meta, doc) in rows.items()
-            if where is None or matches(where, meta)
+            {"id": i, "score": _score(index.metric, vector, v), "metadata": m, "document": d, "vector": v}
+            for i, (v, m, d) in index.handle.items()
         ]
-        return sorted(hits, key=lambda hit: hit.score, reverse=True)[:top_k]
+        return sorted(hits, key=lambda hit: hit["score"], reverse=True)[:limit]
 
-    async def delete(self, index, ids=None, filter=None):
-        _, rows = self._index(index)
-        if ids is None and filter is None:
-            raise VectorInputError("delete: pass ids, a filter or both")
-        where = coerce_filter(filter)
-        for id_ in list(ids if ids is not None else rows):
-            if id_ in rows and (where is None or matches(where, rows[id_][1])):
-                del rows[id_]
+    async def records(self, index):
+        return [{"id": i, "metadata": m} for i, (_, m, _) in index.handle.items()]
 
-    async def count(self, index, filter=None):
-        _, rows = self._index(index)
-        where = coerce_filter(filter)
-        return sum(1 for _, meta, _ in rows.values() if where is None or matches(where, meta))
+    async def remove(self, index, ids):
+        for id_ in ids:
+            index.handle.pop(id_, None)
 
-    async def aclose(self):
-        self._indexes.clear()
+    async def size(self, index):
+        return len(index.handle)
 
 
 @hookimpl

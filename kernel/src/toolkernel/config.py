@@ -134,8 +134,9 @@ def plugin_settings(
     :param options: explicit values that win over both (a factory call's options).
     :param other_sections: the other declared sections, so a variable of a longer name
         (``TOOLKERNEL_LOCAL_EMBED_*`` beside ``local``) is left to its own section.
-    :raises ConfigError: a key the model does not have, or a value it rejects; the message
-        names the table, the key and where the value came from (file, variable or option).
+    :raises ConfigError: keys the model does not have, or values it rejects, all in one
+        message naming the table, each key and where its value came from (file, variable or
+        option).
     """
     env = os.environ if environ is None else environ
     table_name = f"[plugins.{name}]"
@@ -151,21 +152,26 @@ def plugin_settings(
     for key, value in (options or {}).items():
         data[key], sources[key] = value, "from the call's options"
 
+    # Every mistake is reported at once: unknown keys, then what the model rejects in the rest.
+    problems: list[str] = []
+    unknown: list[str] = []
     if model.model_config.get("extra") != "allow":
         known = _field_names(model)
         unknown = sorted(k for k in data if k not in known)
         if unknown:
             listed = ", ".join(sorted(model.model_fields)) or "none"
-            problems = "; ".join(f"{table_name} {k} {sources[k]}: unknown key" for k in unknown)
-            raise ConfigError(f"settings of plugin {name!r} are invalid: {problems} (known keys: {listed})")
+            typos = "; ".join(f"{table_name} {k} {sources[k]}: unknown key" for k in unknown)
+            problems.append(f"{typos} (known keys: {listed})")
     try:
-        return model.model_validate(data)
+        settings = model.model_validate({k: v for k, v in data.items() if k not in unknown})
     except ValidationError as exc:
-        problems = "; ".join(
+        problems += [
             _describe(e["loc"], e["msg"], table_name, sources, str(file or "toolkernel.toml"), prefix)
             for e in exc.errors(include_url=False)
-        )
-        raise ConfigError(f"settings of plugin {name!r} are invalid: {problems}") from None
+        ]
+    if problems:
+        raise ConfigError(f"settings of plugin {name!r} are invalid: {'; '.join(problems)}")
+    return settings
 
 
 def section_variables(

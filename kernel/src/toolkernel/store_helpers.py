@@ -11,7 +11,8 @@ that fetches more until ``top_k`` records match (:func:`search_matching`), and t
 filtered ``delete`` or ``count`` covers (:func:`ids_to_delete`, :func:`matching_ids`).
 
 Stores use as many of them as fit; none is required, and the conformance kit judges the
-result the same either way.
+result the same either way. :class:`toolkernel.matching_store.MatchingStore` puts them all
+together for a backend without a filter language.
 """
 
 from __future__ import annotations

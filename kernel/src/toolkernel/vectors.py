@@ -24,7 +24,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -46,6 +46,7 @@ __all__ = [
     "QueryResult",
     "Scalar",
     "UnsupportedFilterError",
+    "UpsertBatch",
     "VectorInputError",
     "VectorStore",
     "VectorStoreError",
@@ -334,13 +335,26 @@ def _check_scalar(value: Any, where: str) -> None:
         raise VectorInputError(f"{where}: NaN and infinity are not valid metadata values")
 
 
+class UpsertBatch(NamedTuple):
+    """An upsert batch as :func:`check_upsert` returns it: four lists of one length, every value checked."""
+
+    ids: list[str]
+    """The records' ids, unique within the batch."""
+    vectors: list[list[float]]
+    """Lists of floats of the index's dimension."""
+    metadata: list[Metadata]
+    """A copy of each record's metadata (``{}`` when none was given), lists as lists."""
+    documents: list[str | None]
+    """Each record's document, ``None`` when none was given."""
+
+
 def check_upsert(
     dimension: int,
     ids: Sequence[str],
     vectors: Sequence[Sequence[float]],
     metadata: Sequence[Mapping[str, Any]] | None = None,
     documents: Sequence[str | None] | None = None,
-) -> tuple[list[str], list[list[float]], list[Metadata], list[str | None]]:
+) -> UpsertBatch:
     """Validate an upsert batch and return it normalized: lengths agree, ids unique, vectors sized.
 
     Every error names the position at fault (``vectors[3]: has dimension 5, …``).
@@ -372,7 +386,7 @@ def check_upsert(
         if doc is not None and not isinstance(doc, str):
             raise VectorInputError(f"documents[{i}]: must be a string or None, got {type(doc).__name__}")
         out_docs.append(doc)
-    return list(ids), out_vectors, out_meta, out_docs
+    return UpsertBatch(list(ids), out_vectors, out_meta, out_docs)
 
 
 def check_top_k(top_k: int) -> None:
