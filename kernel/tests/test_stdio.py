@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from toolkernel._builtin._stdio_transport import END_OF_INPUT_GRACE_S
 from toolkernel.testing import connect_sdk_client as connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +61,13 @@ SLOW_SERVER = textwrap.dedent(
         """Answers after a short while."""
         await anyio.sleep(0.3)
         return text
+
+
+    @app.tool
+    async def stuck() -> str:
+        """Never answers."""
+        await anyio.sleep(3600)
+        return "never"
     '''
 )
 
@@ -353,12 +362,6 @@ def test_inspector_cli_lists_and_calls_echo():
     assert called == {"content": [{"type": "text", "text": "héllo inspector"}], "isError": False}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="at end of input the SDK dispatcher cancels requests still in flight, so `serve < requests.jsonl` "
-    "answers a tools/call still running with -32000 'Connection closed' (or not at all); answering it needs "
-    "the stdio transport to hold end-of-stream until in-flight requests finish (a design change)",
-)
 def test_requests_from_a_file_are_all_answered(tmp_path):
     (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
     requests = [
@@ -395,3 +398,42 @@ def test_requests_from_a_file_are_all_answered(tmp_path):
     responses = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["id"] for r in responses] == [1, 2]
     assert responses[1]["result"]["content"] == [{"type": "text", "text": "a"}]
+
+
+def _initialize() -> list[dict[str, object]]:
+    return [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "f", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+
+
+def test_a_request_cancelled_before_input_ends_is_not_waited_for(tmp_path):
+    (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
+    requests = [
+        *_initialize(),
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "stuck", "arguments": {}}},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+    ]
+    started = time.monotonic()
+    done = subprocess.run(
+        [*SERVE, f"{tmp_path / 'slow_server.py'}:app"],
+        cwd=tmp_path,
+        env=_env(),
+        input="".join(json.dumps(r) + "\n" for r in requests).encode(),
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1, 3]
+    # Well inside the grace that requests still running get when input ends.
+    assert time.monotonic() - started < END_OF_INPUT_GRACE_S / 2

@@ -10,8 +10,10 @@ It starts ``toolkernel kb serve --kb DIR`` as a subprocess, connects with the MC
 client and calls ``search`` once per query and mode (``hybrid``, ``dense``, ``sparse``,
 ``graph``, and ``mastra`` — Mastra's GraphRAG algorithm), and the ``graph_rag`` tool (Mastra's
 ``createGraphRAGTool`` arguments, its default graph options) as one more line. A corpus
-record is one document; passages come back as chunks, so each ranking is the order in which
-documents first appear among ``top_k=30`` chunks, cut at 10. Metrics: nDCG@10, Recall@10 and
+record is one document; each ranking is the order in which
+documents first appear, cut at 10: the modes that rank documents (one passage per document)
+are asked for ``top_k=10``, the search tool's default; ``mastra`` and ``graph_rag``, which rank
+chunks (often several of one document), for 30. Metrics: nDCG@10, Recall@10 and
 All@10 (every relevant document in the top 10). Latency: client-side milliseconds per call,
 p50 and p95, and the server process's CPU milliseconds per call (the mean: the kernel counts CPU
 time in 10 ms ticks; on a shared machine the wall clock also measures the neighbours).
@@ -38,7 +40,10 @@ from mcp.client.stdio import stdio_client
 
 MODES = ("hybrid", "dense", "sparse", "graph", "mastra", "graph_rag")
 """``search`` modes, and ``graph_rag``: the tool of that name, called with Mastra's arguments."""
+TOP_K = 10
+"""What the modes that rank documents are asked for: the search tool's default."""
 CHUNKS = 30
+"""What Mastra's chunk-ranking modes are asked for, so that ten distinct documents come back."""
 CALL_TIMEOUT = 60
 
 
@@ -77,7 +82,8 @@ async def call(
         if mode == "graph_rag":
             result = await session.call_tool("graph_rag", {"queryText": query, "topK": CHUNKS})
         else:
-            result = await session.call_tool("search", {"query": query, "top_k": CHUNKS, "mode": mode})
+            top_k = CHUNKS if mode == "mastra" else TOP_K
+            result = await session.call_tool("search", {"query": query, "top_k": top_k, "mode": mode})
     elapsed = 1000 * (time.perf_counter() - started)
     cpu = server_cpu_ms(server) - cpu
     if result.is_error:

@@ -59,6 +59,19 @@ async def test_a_paraphrase_is_nearer_than_an_unrelated_sentence(embedder: Local
 
 
 @pytest.mark.anyio
+async def test_threads_that_sleep_between_operators_embed_the_same_vectors() -> None:
+    default = np.array(await local_embedder("minilm-l6-int8").embed(SENTENCES))
+    sleeper = local_embedder("minilm-l6-int8", threads=2, spin_wait=False)
+    sleeping = np.array(await sleeper.embed(SENTENCES))
+    np.testing.assert_allclose(sleeping, default, atol=1e-5)
+    options = sleeper._encoder._session.get_session_options()  # type: ignore[union-attr]
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.intra_op_num_threads == 2
+    with pytest.raises(ValueError, match="spin_wait"):
+        local_embedder("minilm-l6-int8", spin_wait="sometimes")
+
+
+@pytest.mark.anyio
 async def test_empty_input_makes_no_vectors(embedder: LocalEmbedder) -> None:
     assert await embedder.embed([]) == []
 

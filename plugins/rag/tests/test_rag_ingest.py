@@ -246,7 +246,7 @@ async def test_queries_embed_like_documents_on_their_own_thread_setting(tmp_path
     async with await KnowledgeBase.open(
         str(tmp_path / "kb"), kernel=kernel, create=True, embedder="local/minilm-l6-int8"
     ) as kb:
-        assert kb.query_embedder is not kb.embedder  # threads=1 for a single short text
+        assert kb.query_embedder is not kb.embedder  # two threads that sleep between operators
         [document_side] = await kb.embedder.embed(["where do lighthouses stand"])
         query_side = await kb.embed_query("where do lighthouses stand")
         assert query_side == pytest.approx(document_side, abs=1e-5)

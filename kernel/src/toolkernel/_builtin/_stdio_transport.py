@@ -12,12 +12,19 @@ import os
 import shlex
 import stat
 import sys
+import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCNotification, jsonrpc_message_adapter
+from mcp_types import (
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 from pydantic import ValidationError
 
 from toolkernel.errors import ConfigError
@@ -31,6 +38,8 @@ MAX_LINE = 64 * 1024 * 1024
 """Largest message accepted on a stdio line (64 MiB); a longer one is an error, not a hang."""
 _HIGH_WATER = 1024 * 1024
 _EXIT_GRACE_S = 2.0
+END_OF_INPUT_GRACE_S = 30.0
+"""When a client's input ends, how long requests still running get to finish and be answered."""
 
 
 class LineReadStream(ReadStreamBase):
@@ -38,7 +47,10 @@ class LineReadStream(ReadStreamBase):
 
     With ``reply`` (the server side), a line that is not a valid message is instead
     answered on ``reply`` as JSON-RPC 2.0 asks (see :func:`toolkernel.wire.refusal`) and
-    skipped, and so is a request whose id has a type MCP does not allow.
+    skipped, and so is a request whose id has a type MCP does not allow. The server side
+    also holds back the end of input until every request it passed on has been answered
+    (at most :data:`END_OF_INPUT_GRACE_S`): the dispatcher cancels what is in flight when
+    input ends, and ``serve < requests.jsonl`` would lose the answers still being computed.
     """
 
     def __init__(self, reader: asyncio.StreamReader, reply: LineWriteStream | None = None) -> None:
@@ -47,6 +59,18 @@ class LineReadStream(ReadStreamBase):
 
     async def receive(self) -> SessionMessage | Exception:
         """The next message; :class:`anyio.EndOfStream` when the peer closed the pipe."""
+        try:
+            message = await self._receive()
+        except anyio.EndOfStream:
+            if self._reply is not None:
+                with anyio.move_on_after(END_OF_INPUT_GRACE_S):
+                    await self._reply.answered()
+            raise
+        if self._reply is not None and isinstance(message, SessionMessage):
+            self._reply.track(message.message)
+        return message
+
+    async def _receive(self) -> SessionMessage | Exception:
         while True:
             line = await self._read_line()
             if line is None:
@@ -110,6 +134,28 @@ class LineWriteStream(WriteStreamBase):
         self._transport = transport
         self._protocol = protocol
         self._pending: list[bytes] = []
+        self._unanswered: set[str | int] = set()
+        self._all_answered = anyio.Event()
+
+    def track(self, message: Any) -> None:
+        """Note a request read from the peer (it awaits an answer) or the peer's cancelling of one."""
+        if isinstance(message, JSONRPCRequest):
+            self._unanswered.add(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            # A cancelled request gets no answer (MCP); stop waiting for it.
+            self._answer((message.params or {}).get("requestId"))
+
+    async def answered(self) -> None:
+        """Wait until every request noted by :meth:`track` has been answered or cancelled."""
+        if self._unanswered:
+            await self._all_answered.wait()
+
+    def _answer(self, request_id: Any) -> None:
+        if request_id in self._unanswered:
+            self._unanswered.discard(request_id)
+            if not self._unanswered:
+                self._all_answered.set()
+                self._all_answered = anyio.Event()
 
     async def send(self, item: SessionMessage, /) -> None:
         """Serialize and queue ``item``; :class:`anyio.BrokenResourceError` if the pipe closed.
@@ -120,6 +166,8 @@ class LineWriteStream(WriteStreamBase):
         if self._transport.is_closing():
             raise anyio.BrokenResourceError("stdio pipe is closed")
         data = encode_message(item.message) + b"\n"
+        if isinstance(item.message, (JSONRPCResponse, JSONRPCError)) and self._unanswered:
+            self._answer(item.message.id)
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending.append(data)
@@ -138,15 +186,67 @@ class LineWriteStream(WriteStreamBase):
             self._transport.close()
 
 
-async def _pipe_streams(read_fd: int, write_fd: int) -> tuple[LineReadStream, LineWriteStream]:
+async def _server_streams(read_fd: int, write_fd: int) -> tuple[LineReadStream, LineWriteStream]:
+    """Line streams over the server's descriptors, whatever they are: pipes, terminals, files.
+
+    asyncio polls pipes, sockets and terminals. It cannot poll a regular file or ``/dev/null``
+    (``serve < requests.jsonl > answers.jsonl``): such input is read in a thread and fed to
+    the loop, and such output is written directly (a write to a file does not wait on a peer).
+    """
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0))
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", 0)
-    )
+    source = os.fdopen(read_fd, "rb", 0)
+    if _is_pipe(read_fd):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
+    else:
+        feeder = threading.Thread(target=_feed, args=(source, reader, loop), name="stdin-feed", daemon=True)
+        feeder.start()
+    sink = os.fdopen(write_fd, "wb", 0)
+    transport: asyncio.WriteTransport
+    if _is_pipe(write_fd):
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sink)
+    else:
+        transport, protocol = _FileWriter(sink), None
     write = LineWriteStream(transport, protocol)
     return LineReadStream(reader, reply=write), write
+
+
+def _feed(source: Any, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
+    """Read ``source`` to its end in this thread, handing each chunk to ``reader`` on ``loop``."""
+    try:
+        while chunk := source.read(1 << 16):
+            loop.call_soon_threadsafe(reader.feed_data, chunk)
+    except (OSError, RuntimeError):  # the descriptor or the loop closed under us: input is over
+        pass
+    finally:
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(reader.feed_eof)
+        source.close()
+
+
+class _FileWriter(asyncio.WriteTransport):
+    """The write transport for output asyncio cannot poll (a regular file, ``/dev/null``)."""
+
+    def __init__(self, sink: Any) -> None:
+        super().__init__()
+        self._sink = sink
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._sink.write(view) :]
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self._sink.close()
+
+    def get_write_buffer_size(self) -> int:
+        return 0
 
 
 @contextlib.asynccontextmanager
@@ -160,12 +260,7 @@ async def claim_stdio() -> AsyncIterator[TransportStreams]:
     os.dup2(2, 1)
     os.close(devnull)
     try:
-        if not (_is_pipe(wire_in) and _is_pipe(wire_out)):
-            # A regular file (``serve < requests.jsonl``): asyncio cannot poll it; use threads.
-            async with _threaded_streams(wire_in, wire_out) as streams:
-                yield streams
-            return
-        read, write = await _pipe_streams(wire_in, wire_out)
+        read, write = await _server_streams(wire_in, wire_out)
         try:
             yield read, write
         finally:
@@ -183,18 +278,6 @@ def _is_pipe(fd: int) -> bool:
     # Of character devices only terminals can be polled: /dev/null cannot, and the event
     # loop would never see its end of file.
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
-
-
-@contextlib.asynccontextmanager
-async def _threaded_streams(read_fd: int, write_fd: int) -> AsyncIterator[TransportStreams]:
-    from io import TextIOWrapper
-
-    from mcp.server.stdio import stdio_server
-
-    stdin = anyio.wrap_file(TextIOWrapper(os.fdopen(read_fd, "rb"), encoding="utf-8", errors="replace"))
-    stdout = anyio.wrap_file(TextIOWrapper(os.fdopen(write_fd, "wb"), encoding="utf-8"))
-    async with stdio_server(stdin=stdin, stdout=stdout) as streams:
-        yield streams
 
 
 class StdioServerTransport:

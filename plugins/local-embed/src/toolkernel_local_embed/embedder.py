@@ -83,7 +83,9 @@ class LocalEmbedder:
             if self._encoder is None:
                 opts = self._options
                 self._encoder = await anyio.to_thread.run_sync(
-                    lambda: load_encoder(self._spec, max_tokens=opts.max_tokens, threads=opts.threads)
+                    lambda: load_encoder(
+                        self._spec, max_tokens=opts.max_tokens, threads=opts.threads, spin_wait=opts.spin_wait
+                    )
                 )
             return self._encoder
 

@@ -101,7 +101,7 @@ def _package_dir(package: str) -> Path:
 class MiniLMEncoder:
     """all-MiniLM-L6-v2 as int8 ONNX: BERT tokens → last hidden state → masked mean → unit length."""
 
-    def __init__(self, max_tokens: int, threads: int | None) -> None:
+    def __init__(self, max_tokens: int, threads: int | None, spin_wait: bool = True) -> None:
         import onnxruntime  # type: ignore[import-untyped]
         from tokenizers import Tokenizer
 
@@ -113,6 +113,8 @@ class MiniLMEncoder:
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
+        if not spin_wait:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         with importlib.resources.as_file(model) as path:
             self._session = onnxruntime.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
@@ -157,9 +159,11 @@ class WordLlamaEncoder:
         return l2_normalize(mean_pool(self._table[ids], mask))
 
 
-def load_encoder(spec: ModelSpec, *, max_tokens: int, threads: int | None) -> Encoder:
+def load_encoder(
+    spec: ModelSpec, *, max_tokens: int, threads: int | None, spin_wait: bool = True
+) -> Encoder:
     """Load ``spec``'s model from its installed package (blocking: call it off the event loop)."""
     spec.check_installed()
     if spec is MINILM:
-        return MiniLMEncoder(max_tokens=max_tokens, threads=threads)
+        return MiniLMEncoder(max_tokens=max_tokens, threads=threads, spin_wait=spin_wait)
     return WordLlamaEncoder()

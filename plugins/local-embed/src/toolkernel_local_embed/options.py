@@ -17,4 +17,11 @@ class LocalOptions(BaseModel):
         default=256, gt=0, le=512, description="MiniLM: tokens kept per text; the rest is cut."
     )
     threads: int | None = Field(default=None, gt=0, description="MiniLM: onnxruntime threads; None = cores.")
+    spin_wait: bool = Field(
+        default=True,
+        description=(
+            "MiniLM: onnxruntime's threads busy-wait for the next operator: a little faster on "
+            "batches, CPU burnt for nothing on one short text."
+        ),
+    )
     log_every: int = Field(default=20, ge=0, description="Log progress every N batches; 0 = never.")

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,16 @@ class QdrantEdgeStore(QdrantStoreBase):
         if isinstance(value, str) and value.startswith(_MARK):
             return value == _TRUE if value in (_TRUE, _FALSE) else value[1:]
         return value
+
+    def _decode_metadata(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`_decode` only where a marker can be: a query decodes hundreds of hits."""
+        out = dict(meta)
+        for key, value in meta.items():
+            if type(value) is list:
+                out[key] = [self._decode(x) for x in value]
+            elif type(value) is str and value.startswith(_MARK):
+                out[key] = self._decode(value)
+        return out
 
     # -- shards ------------------------------------------------------------------
 
@@ -162,6 +173,8 @@ class QdrantEdgeStore(QdrantStoreBase):
             params=qe.SearchParams(**options) if options else None,
         )
         points = await self._reads.run(functools.partial(opened.shard.query, request))
+        if not include_vectors:
+            return [Hit(p.score, p.payload or {}, None) for p in points]
         return [
             Hit(p.score, p.payload or {}, list(p.vector) if isinstance(p.vector, list) else None)  # type: ignore[arg-type]
             for p in points

@@ -10,12 +10,15 @@ asked, and hydrates chunks from the catalog.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 from opentelemetry import trace
 
 from toolkernel.filters import coerce_filter, matches, require_supported
@@ -243,15 +246,17 @@ class KnowledgeBase:
     def query_embedder(self) -> Embedder:
         """The embedder for queries: the manifest's, with ``[plugins.rag] query_embedder_options``.
 
-        A query is one short text: for the ``local`` provider the default is one onnxruntime
-        thread, because a second only spins on a single text (it doubled the CPU per query
-        on this machine) while ingestion keeps every core for its batches.
+        A query is one short text: for the ``local`` provider the default is at most two
+        onnxruntime threads that sleep rather than spin between operators. Two spinning
+        threads doubled the CPU per query on this machine; two sleeping ones cost the CPU of
+        one and share a query's larger products between the cores.
         """
         if self._query_embedder is None:
             spec = self.manifest.embedder
             options = dict(spec.options)
             if spec.name.startswith("local/"):
-                options.setdefault("threads", 1)
+                options.setdefault("threads", min(2, os.cpu_count() or 1))
+                options.setdefault("spin_wait", False)
             options.update(rag_settings(self.kernel).query_embedder_options)
             if options == spec.options:
                 self._query_embedder = self.embedder
@@ -370,9 +375,7 @@ class KnowledgeBase:
         self, query: str, top_k: int, filter: Mapping[str, Any] | None
     ) -> list[tuple[str, ScoredChunk]]:
         self.sparse.refresh(self.catalog)
-        parsed = coerce_filter(filter)
-        allowed = None if parsed is None else (lambda meta: matches(parsed, meta))
-        return self.sparse.search(query, top_k, allowed)
+        return self.sparse.search(query, top_k, _allowed(filter))
 
     async def _hybrid(
         self,
@@ -383,8 +386,19 @@ class KnowledgeBase:
         depth: int,
     ) -> list[tuple[str, ScoredChunk]]:
         n = max(top_k, depth)
-        sparse = self._sparse(query, n, filter)
-        dense = await self._dense(await query_vector(), n, filter)
+        vector: list[list[float]] = []
+
+        async def embed() -> None:
+            vector.append(await query_vector())
+
+        # BM25 runs in a thread while the query is embedded in another: the two take turns on
+        # the GIL only for their Python parts, so the sparse side costs (almost) no wall time.
+        self.sparse.refresh(self.catalog)
+        allowed = _allowed(filter)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(embed)
+            sparse = await anyio.to_thread.run_sync(self.sparse.search, query, n, allowed)
+        dense = await self._dense(vector[0], n, filter)
         with _tracer.start_as_current_span("kb.fuse") as span:
             fused = reciprocal_rank_fusion([dense, sparse], k=RRF_K)
             span.set_attribute("kb.dense", len(dense))
@@ -451,6 +465,12 @@ def reciprocal_rank_fusion(
                 shown[document_id] = (rank, chunk)
     order = sorted(scores.items(), key=lambda kv: -kv[1])
     return [(d, ScoredChunk(shown[d][1].id, score)) for d, score in order]
+
+
+def _allowed(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], bool] | None:
+    """The sparse index's test for a chunk's metadata under ``filter`` (``None``: every chunk)."""
+    parsed = coerce_filter(filter)
+    return None if parsed is None else (lambda meta: matches(parsed, meta))
 
 
 def _chunks(ranked: list[tuple[str, ScoredChunk]]) -> list[ScoredChunk]:

@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,19 +48,35 @@ class Analyzer:
         return list(self._stemmer.stemWords(words))
 
 
+@dataclass(frozen=True)
+class _Loaded:
+    """One catalog generation's BM25 matrices and chunk table, swapped in whole.
+
+    A search reads one of these from start to end, so a search running in a worker thread
+    never mixes two generations while a refresh swaps the next one in.
+    """
+
+    generation: int
+    ids: list[str]
+    metadata: list[dict[str, Any]]
+    documents: list[list[int]]
+    """Each document's chunks, as positions in ``ids``."""
+    chunk_retriever: Any = None
+    document_retriever: Any = None
+
+
 class SparseIndex:
-    """BM25 over a knowledge base's chunks, kept in step with its catalog."""
+    """BM25 over a knowledge base's chunks, kept in step with its catalog.
+
+    :meth:`search` may run in a worker thread; :meth:`refresh` belongs to the thread that owns
+    the catalog.
+    """
 
     def __init__(self, directory: Path, spec: SparseSpec) -> None:
         self.directory = directory
         self.spec = spec
         self.analyzer = Analyzer(spec.language)
-        self._retriever: Any = None
-        self._document_retriever: Any = None
-        self._documents: list[list[int]] = []
-        self._ids: list[str] = []
-        self._metadata: list[dict[str, Any]] = []
-        self._generation = -1
+        self._loaded = _Loaded(-1, [], [], [])
 
     def terms(self, text: str) -> str:
         """The terms of ``text`` as the catalog stores them (space-separated)."""
@@ -72,7 +89,7 @@ class SparseIndex:
     def refresh(self, catalog: Catalog) -> None:
         """Load the saved index, or rebuild it from the catalog when the catalog has moved on."""
         generation = catalog.generation()
-        if generation == self._generation:
+        if generation == self._loaded.generation:
             return
         if not self._load(generation):
             self._build(catalog, generation)
@@ -86,14 +103,13 @@ class SparseIndex:
             return False
         if state.get("generation") != generation or state.get("spec") != self._spec_state():
             return False
-        self._ids, self._metadata = state["ids"], state["metadata"]
-        self._documents = [list(chunks) for chunks in state["documents"]]
-        if self._ids:
-            self._retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=False)
-            self._document_retriever = bm25s.BM25.load(str(self.directory / "bm25-documents"), mmap=False)
-        else:
-            self._retriever = self._document_retriever = None
-        self._generation = generation
+        ids, metadata = state["ids"], state["metadata"]
+        chunk_retriever = document_retriever = None
+        if ids:
+            chunk_retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=False)
+            document_retriever = bm25s.BM25.load(str(self.directory / "bm25-documents"), mmap=False)
+        documents = [list(chunks) for chunks in state["documents"]]
+        self._loaded = _Loaded(generation, ids, metadata, documents, chunk_retriever, document_retriever)
         return True
 
     def _build(self, catalog: Catalog, generation: int) -> None:
@@ -134,9 +150,7 @@ class SparseIndex:
         (staging / _STATE).write_text(json.dumps(state), encoding="utf-8")
         shutil.rmtree(self.directory, ignore_errors=True)
         staging.rename(self.directory)
-        self._retriever, self._document_retriever = retriever, document_retriever
-        self._ids, self._metadata, self._documents = ids, metadata, documents
-        self._generation = generation
+        self._loaded = _Loaded(generation, ids, metadata, documents, retriever, document_retriever)
 
     def _document_terms(self, catalog: Catalog, document_ids: list[str]) -> list[list[str]]:
         """Each document's terms, analysed from its text where an older catalog kept none."""
@@ -163,14 +177,15 @@ class SparseIndex:
         1.9 points of nDCG@10 better than scoring 250-token chunks; the chunk returned for a
         document is the one whose own BM25 score is highest. The score is the document's.
         """
-        if self._retriever is None or self._document_retriever is None:
+        loaded = self._loaded
+        if loaded.chunk_retriever is None or loaded.document_retriever is None:
             return []
-        vocab = self._document_retriever.vocab_dict
+        vocab = loaded.document_retriever.vocab_dict
         terms = [t for t in self.analyzer.terms(query) if t in vocab]
         if not terms:
             return []
-        document_scores = self._document_retriever.get_scores(terms)
-        chunk_scores = self._retriever.get_scores(terms)
+        document_scores = loaded.document_retriever.get_scores(terms)
+        chunk_scores = loaded.chunk_retriever.get_scores(terms)
         positive = np.flatnonzero(document_scores > 0)
         if allowed is None and len(positive) > top_k:
             best = positive[np.argpartition(-document_scores[positive], top_k - 1)[:top_k]]
@@ -179,11 +194,11 @@ class SparseIndex:
         order = best[np.argsort(-document_scores[best], kind="stable")]
         out: list[tuple[str, ScoredChunk]] = []
         for d in order:
-            chunks = sorted(self._documents[d], key=lambda i: -chunk_scores[i])
-            chosen = next((i for i in chunks if allowed is None or allowed(self._metadata[i])), None)
+            chunks = sorted(loaded.documents[d], key=lambda i: -chunk_scores[i])
+            chosen = next((i for i in chunks if allowed is None or allowed(loaded.metadata[i])), None)
             if chosen is not None:
-                document_id = str(self._metadata[chosen].get("document_id", self._ids[chosen]))
-                out.append((document_id, ScoredChunk(self._ids[chosen], float(document_scores[d]))))
+                document_id = str(loaded.metadata[chosen].get("document_id", loaded.ids[chosen]))
+                out.append((document_id, ScoredChunk(loaded.ids[chosen], float(document_scores[d]))))
                 if len(out) == top_k:
                     break
         return out
