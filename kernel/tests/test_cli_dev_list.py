@@ -156,3 +156,54 @@ def test_dev_without_http_transport_names_the_package(capsys, monkeypatch):
     monkeypatch.setenv("TOOLKERNEL_DISABLE_PLUGINS", "toolkernel-http")
     assert main(["dev", "docs/examples/echo_server.py:app", "--no-inspector"]) == 2
     assert "pip install toolkernel-http" in capsys.readouterr().err
+
+
+def test_ctrl_c_during_a_server_replacement_is_acted_on_after_it():
+    from toolkernel._builtin.devserver import _signals_deferred
+
+    finished = []
+
+    def replace() -> None:
+        with _signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs here, between bytecodes
+            finished.append("replacement in hand")
+
+    with pytest.raises(KeyboardInterrupt):
+        replace()
+    assert finished == ["replacement in hand"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_ctrl_c_landing_while_a_server_is_replaced_stops_the_replacement(tmp_path, monkeypatch):
+    """The signal is sent from inside the start of the second server (where watchfiles'
+    run_process would lose that server); the servers are real processes."""
+    from toolkernel._builtin import devserver
+
+    serve = [sys.executable, "-c", "import time; time.sleep(60)"]
+    real_popen = subprocess.Popen
+    servers = []
+
+    def popen(argv):
+        if servers:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        servers.append(real_popen(argv))
+        return servers[-1]
+
+    def watch(*paths):
+        yield {("modified", "server.py")}
+        yield {("modified", "server.py")}
+
+    monkeypatch.setattr(devserver.subprocess, "Popen", popen)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        devserver._serve_and_reload(serve, [tmp_path], watch)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for server in servers:
+            if server.poll() is None:
+                server.kill()
+                server.wait(timeout=10)
+                pytest.fail(f"server {server.pid} was left running")
+    assert len(servers) == 2  # the loop ended at the interrupt, after the replacement

@@ -8,15 +8,21 @@ Inspector on it. ``list`` shows what a server definition offers without serving 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
+
+STOP_TIMEOUT_S = 5.0
+"""How long a server being replaced or stopped gets to exit after SIGINT before it is killed."""
 
 INSPECTOR = "npx --yes @modelcontextprotocol/inspector"
 """The MCP Inspector from npm (v2: its launcher takes ``--web --transport http --server-url URL``)."""
@@ -70,7 +76,7 @@ def dev(args: argparse.Namespace, kernel: Kernel) -> int:
     inspector = None if args.no_inspector else _start_inspector(args.inspector_command, url)
     print(f"toolkernel dev: {url}, restarting on changes in {', '.join(map(str, watched))}", file=sys.stderr)
     try:
-        watchfiles.run_process(*watched, target=shlex.join(serve), target_type="command", callback=_restarted)
+        _serve_and_reload(serve, watched, watchfiles.watch)
     finally:
         if inspector is not None:
             inspector.terminate()
@@ -80,6 +86,65 @@ def dev(args: argparse.Namespace, kernel: Kernel) -> int:
                 inspector.kill()
                 inspector.wait(timeout=10)
     return 0
+
+
+def _serve_and_reload(serve: list[str], watched: list[Path], watch: Any) -> None:
+    """Run ``serve`` and replace it after every batch of changes, until Ctrl-C or SIGTERM.
+
+    watchfiles' ``run_process`` leaves the new server running when Ctrl-C lands between
+    stopping one server and starting the next; here both signals wait until the replacement
+    is in hand, so the server that is running is always the one stopped on the way out.
+    """
+    signal.signal(signal.SIGTERM, _interrupt)
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        with _signals_deferred():
+            server = subprocess.Popen(serve)
+        for changes in watch(*watched):
+            _restarted(changes)
+            with _signals_deferred():
+                _stop(server)
+                server = subprocess.Popen(serve)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server is not None:
+            _stop(server)
+
+
+def _interrupt(signum: int, frame: Any) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Act on SIGINT or SIGTERM received during the block only once it is done.
+
+    A handler, not a signal mask: a child started in the block would inherit a mask, while
+    handlers are reset in it by ``exec``.
+    """
+    received: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = [signal.signal(s, lambda signum, frame: received.append(signum)) for s in signals]
+    try:
+        yield
+    finally:
+        for s, handler in zip(signals, previous, strict=True):
+            signal.signal(s, handler)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """Ask ``server`` to exit as Ctrl-C would, then kill it if it has not within :data:`STOP_TIMEOUT_S`."""
+    if server.poll() is not None:
+        return
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait(timeout=STOP_TIMEOUT_S)
 
 
 def _default_watch(target: str) -> Path:
