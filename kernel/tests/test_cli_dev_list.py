@@ -162,6 +162,7 @@ def test_ctrl_c_during_a_server_replacement_is_acted_on_after_it():
     from toolkernel._builtin.devserver import _signals_deferred
 
     finished = []
+    before = signal.getsignal(signal.SIGINT)
 
     def replace() -> None:
         with _signals_deferred():
@@ -172,7 +173,7 @@ def test_ctrl_c_during_a_server_replacement_is_acted_on_after_it():
     with pytest.raises(KeyboardInterrupt):
         replace()
     assert finished == ["replacement in hand"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_ctrl_c_landing_while_a_server_is_replaced_stops_the_replacement(tmp_path, monkeypatch):
@@ -196,11 +197,12 @@ def test_ctrl_c_landing_while_a_server_is_replaced_stops_the_replacement(tmp_pat
         yield {("modified", "server.py")}
 
     monkeypatch.setattr(devserver.subprocess, "Popen", popen)
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     try:
         devserver._serve_and_reload(serve, [tmp_path], watch)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
         for server in servers:
             if server.poll() is None:
                 server.kill()

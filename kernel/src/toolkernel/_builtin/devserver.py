@@ -95,6 +95,9 @@ def _serve_and_reload(serve: list[str], watched: list[Path], watch: Any) -> None
     stopping one server and starting the next; here both signals wait until the replacement
     is in hand, so the server that is running is always the one stopped on the way out.
     """
+    # Both stop the loop, even where the parent left SIGINT ignored (a job started in the
+    # background by a script), as uvicorn's reloader does.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     server: subprocess.Popen[bytes] | None = None
     try:
