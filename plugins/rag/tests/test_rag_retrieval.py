@@ -17,6 +17,24 @@ from .conftest import EMBEDDER, write_records
 pytestmark = pytest.mark.anyio
 
 
+def _character_chunks(size: int) -> Kernel:
+    """A kernel whose knowledge bases cut ``size``-character chunks, so a short text makes several."""
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import plugin as rag
+
+    settings = {
+        "rag": {
+            "embedder": EMBEDDER,
+            "chunker": "recursive",
+            "chunk_size": size,
+            "chunk_overlap": 0,
+            "chunk_length": "characters",
+        }
+    }
+    return Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed], settings=settings)
+
+
 def test_fusion_adds_a_documents_votes_across_its_chunks() -> None:
     # Dense and sparse agree on document "a" but pick different chunks of it; each alone
     # ranks another document first. Fused by chunk, "a" would split its votes and come last.
@@ -35,10 +53,6 @@ def test_a_document_is_shown_by_the_chunk_of_its_better_ranking() -> None:
 
 
 async def test_every_builtin_mode_returns_distinct_documents(tmp_path: Path) -> None:
-    from toolkernel_local_embed import plugin as local_embed
-    from toolkernel_qdrant import plugin as qdrant
-    from toolkernel_rag import plugin as rag
-
     # Long documents cut into many 80-character chunks, all about the same topic, so that
     # a chunk-level ranking would fill the top with one document's chunks.
     sentence = "Lighthouses guide ships along rocky coasts at night with a rotating lamp. "
@@ -49,16 +63,7 @@ async def test_every_builtin_mode_returns_distinct_documents(tmp_path: Path) -> 
         {"id": f"other-{i}", "title": "Bees", "text": "Bees make honey from nectar."} for i in range(4)
     ]
     corpus = write_records(tmp_path / "corpus.jsonl", records)
-    settings = {
-        "rag": {
-            "embedder": EMBEDDER,
-            "chunker": "recursive",
-            "chunk_size": 80,
-            "chunk_overlap": 0,
-            "chunk_length": "characters",
-        }
-    }
-    kernel = Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed], settings=settings)
+    kernel = _character_chunks(80)
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
         await ingest(kb, [str(corpus)])
         assert kb.catalog.counts()[2] > 3 * 6  # many chunks per long document
@@ -147,10 +152,6 @@ async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Pat
 
 
 async def test_dense_mode_fills_top_k_even_when_one_document_fills_the_first_fetch(tmp_path: Path) -> None:
-    from toolkernel_local_embed import plugin as local_embed
-    from toolkernel_qdrant import plugin as qdrant
-    from toolkernel_rag import plugin as rag
-
     # One document of 20 near-identical chunks about the query, and 20 one-chunk documents
     # about other things: the mean is under two chunks per document, so the first fetch for
     # five documents (ten chunks) holds only the long one.
@@ -160,16 +161,7 @@ async def test_dense_mode_fills_top_k_even_when_one_document_fills_the_first_fet
         {"id": f"short-{i}", "title": "", "text": f"Recipe {i}: bake bread with flour."} for i in range(20)
     ]
     corpus = write_records(tmp_path / "corpus.jsonl", records)
-    settings = {
-        "rag": {
-            "embedder": EMBEDDER,
-            "chunker": "recursive",
-            "chunk_size": 110,
-            "chunk_overlap": 0,
-            "chunk_length": "characters",
-        }
-    }
-    kernel = Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed], settings=settings)
+    kernel = _character_chunks(110)
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
         await ingest(kb, [str(corpus)])
         assert kb.catalog.counts()[2] >= 40
