@@ -362,9 +362,8 @@ def test_inspector_cli_lists_and_calls_echo():
     assert called == {"content": [{"type": "text", "text": "héllo inspector"}], "isError": False}
 
 
-def test_requests_from_a_file_are_all_answered(tmp_path):
-    (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
-    requests = [
+def _initialize() -> list[dict[str, object]]:
+    return [
         {
             "jsonrpc": "2.0",
             "id": 1,
@@ -376,6 +375,13 @@ def test_requests_from_a_file_are_all_answered(tmp_path):
             },
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+
+
+def test_requests_from_a_file_are_all_answered(tmp_path):
+    (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
+    requests = [
+        *_initialize(),
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -398,22 +404,6 @@ def test_requests_from_a_file_are_all_answered(tmp_path):
     responses = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["id"] for r in responses] == [1, 2]
     assert responses[1]["result"]["content"] == [{"type": "text", "text": "a"}]
-
-
-def _initialize() -> list[dict[str, object]]:
-    return [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "f", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    ]
 
 
 def test_a_request_cancelled_before_input_ends_is_not_waited_for(tmp_path):
