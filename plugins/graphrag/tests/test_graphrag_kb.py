@@ -46,6 +46,17 @@ def write_pages(root: Path) -> Path:
     return docs
 
 
+async def ingested(tmp_path: Path) -> str:
+    """A knowledge base of the pages, with its graph, at ``tmp_path/kb`` (closed again)."""
+    docs = write_pages(tmp_path)
+    where = str(tmp_path / "kb")
+    async with await KnowledgeBase.open(
+        where, kernel=kernel(), create=True, embedder="local/wordllama-256"
+    ) as kb:
+        await ingest(kb, [str(docs)])
+    return where
+
+
 async def search(where: str, arguments: dict[str, object], **options: object) -> list[str]:
     """Document ids ``search`` returns, through an in-memory MCP client."""
     async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
@@ -76,12 +87,7 @@ async def test_ingestion_builds_the_graph_and_search_walks_it(tmp_path):
 
 @pytest.mark.anyio
 async def test_graph_mode_never_crosses_the_mandatory_filter(tmp_path):
-    docs = write_pages(tmp_path)
-    where = str(tmp_path / "kb")
-    async with await KnowledgeBase.open(
-        where, kernel=kernel(), create=True, embedder="local/wordllama-256"
-    ) as kb:
-        await ingest(kb, [str(docs)])
+    where = await ingested(tmp_path)
     hidden = {"path": {"$ne": "temple.md"}}
     for mode in ("graph", "mastra"):
         found = await search(where, {"query": QUESTION, "mode": mode}, mandatory_filter=hidden)
@@ -160,12 +166,7 @@ async def test_graph_settings_come_from_the_toolkernel_toml_the_knowledge_base_w
 
 @pytest.mark.anyio
 async def test_graph_rag_tool_takes_mastras_arguments_within_the_mandatory_filter(tmp_path):
-    docs = write_pages(tmp_path)
-    where = str(tmp_path / "kb")
-    async with await KnowledgeBase.open(
-        where, kernel=kernel(), create=True, embedder="local/wordllama-256"
-    ) as kb:
-        await ingest(kb, [str(docs)])
+    where = await ingested(tmp_path)
     hidden = {"path": {"$ne": "temple.md"}}
     async with (
         await KnowledgeBase.open(where, kernel=kernel()) as kb,
