@@ -173,10 +173,12 @@ class QdrantEdgeStore(QdrantStoreBase):
             params=qe.SearchParams(**options) if options else None,
         )
         points = await self._reads.run(functools.partial(opened.shard.query, request))
-        if not include_vectors:
-            return [Hit(p.score, p.payload or {}, None) for p in points]
         return [
-            Hit(p.score, p.payload or {}, list(p.vector) if isinstance(p.vector, list) else None)  # type: ignore[arg-type]
+            Hit(
+                p.score,
+                p.payload or {},
+                list(p.vector) if include_vectors and isinstance(p.vector, list) else None,  # type: ignore[arg-type]
+            )
             for p in points
         ]
 
