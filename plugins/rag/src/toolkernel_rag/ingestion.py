@@ -12,6 +12,7 @@ end of every run (at least once; a document's chunks replace what an extension h
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -74,7 +75,7 @@ async def ingest(
     started = time.perf_counter()
     with _tracer.start_as_current_span("kb.ingest") as span:
         for source in sources:
-            reader = SourceReader(source)
+            reader = SourceReader(source, kb.kernel.readers)
             known = kb.catalog.hashes(reader.key)
             seen: set[str] = set()
             pending: list[Document] = []
@@ -126,9 +127,13 @@ async def _write(
     t0 = time.perf_counter()
     chunks: list[StoredChunk] = []
     for document in documents:
-        pieces = kb.chunker(document.kind).chunk(document.text)
+        language = document.metadata.get("language") if document.kind == "code" else None
+        pieces = kb.chunker(document.kind, language).chunk(document.text)
         for seq, piece in enumerate(pieces):
             meta: dict[str, Any] = {**document.metadata, **piece.metadata}
+            if document.page_starts:
+                meta["page"] = bisect.bisect_right(document.page_starts, piece.start)
+                meta["last_page"] = bisect.bisect_right(document.page_starts, max(piece.start, piece.end - 1))
             meta["document_id"] = document.id
             meta["chunk_index"] = seq
             chunks.append(

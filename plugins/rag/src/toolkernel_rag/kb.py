@@ -209,17 +209,23 @@ class KnowledgeBase:
             self._embedder = embedder
         return self._embedder
 
-    def chunker(self, kind: str) -> Chunker:
-        """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest."""
+    def chunker(self, kind: str, language: str | None = None) -> Chunker:
+        """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest.
+
+        ``auto`` cuts a ``code`` document with the grammar of its ``language``.
+        """
         from toolkernel_rag.chunking import chunker_for
 
         spec = dict(self.manifest.chunker)
         name = spec.pop("name")
         if name == "auto":
             name = chunker_for(kind)
-        if name not in self._chunkers:
-            self._chunkers[name] = self.kernel.chunker(name, **spec)
-        return self._chunkers[name]
+            if name == "code" and language:
+                spec["language"] = language
+        key = f"{name}:{spec.get('language', '')}" if name == "code" else name
+        if key not in self._chunkers:
+            self._chunkers[key] = self.kernel.chunker(name, **spec)
+        return self._chunkers[key]
 
     def reranker(self, name: str) -> Reranker:
         if name not in self._rerankers:
