@@ -252,6 +252,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "coerce_filter",
         "matches",
         "parse_filter",
+        "regex_search",
         "require_supported",
     ],
     "toolkernel.hookspecs": [
