@@ -502,7 +502,7 @@ async def test_hook_register_kb_extensions(tmp_path):
         await ingest(kb, [str(docs)])
     assert not (tmp_path / "kb" / "extensions" / "titles" / "titles.json").exists()
     (docs / "old.md").unlink()
-    async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
+    async with await KnowledgeBase.open(where, kernel=kernel(), writable=True) as kb:
         await ingest(kb, [str(docs)])
         assert kb.modes == ["hybrid", "dense", "sparse", "title"]
         server = kb_server(kb, KBServerOptions(mandatory_filter={"path": {"$ne": "ref.md"}}))

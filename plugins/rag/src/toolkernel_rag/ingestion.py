@@ -70,7 +70,11 @@ async def ingest(
     batch_chunks: int = 256,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped."""
+    """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped.
+
+    ``kb`` must be open writable (it holds the writer lock).
+    """
+    kb.require_writable("ingest")
     report = IngestReport()
     started = time.perf_counter()
     with _tracer.start_as_current_span("kb.ingest") as span:
@@ -108,8 +112,9 @@ async def ingest(
                 report.deleted += len(gone)
             if progress is not None:
                 progress(report)
-        kb.sparse.refresh(kb.catalog)
-        await catch_up_extensions(kb)
+        if await catch_up_extensions(kb):
+            kb.catalog.bump_generation()  # readers reload the extensions' state they follow
+        kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild
         report.seconds = time.perf_counter() - started
         for key, value in report.summary().items():
             span.set_attribute(f"kb.{key}", value)
@@ -167,7 +172,7 @@ async def _write(
     t3 = time.perf_counter()
     if chunks:
         await kb.store.upsert(
-            kb.index, [c.id for c in chunks], vectors, metadata=[_store_metadata(c.metadata) for c in chunks]
+            kb.index, [c.id for c in chunks], vectors, metadata=[store_metadata(c.metadata) for c in chunks]
         )
     chunks = [
         StoredChunk(c.id, c.document_id, c.seq, c.start, c.end, c.text, c.metadata, v, c.terms)
@@ -183,7 +188,7 @@ async def _write(
             report.added += 1
 
 
-def _store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+def store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     """Metadata as every store accepts it: lists of scalars only (the header path stays a list)."""
     return {k: v for k, v in meta.items() if not (isinstance(v, list) and not v)}
 
@@ -195,15 +200,20 @@ async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:
         kb.catalog.delete_documents(part)
 
 
-async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> None:
-    """Send every open extension the documents it has not seen at their current hash, and the deletions."""
+async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> bool:
+    """Send every open extension the documents it has not seen at their current hash, and the deletions.
+
+    Returns whether any extension was sent anything.
+    """
     if not kb.extensions:
-        return
+        return False
+    sent = False
     current = {d: h for d, (h, state) in kb.catalog.hashes().items() if state == "done"}
     for name, extension in kb.extensions.items():
         held = kb.catalog.extension_hashes(name)
         forgotten = sorted(set(held) - set(current))
         changed = sorted(d for d, h in current.items() if held.get(d) != h)
+        sent = sent or bool(forgotten or changed)
         if forgotten:
             await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
             kb.catalog.set_extension_state(name, [], forgotten)
@@ -219,3 +229,4 @@ async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> N
             )
             await extension.on_ingest(batch)
             kb.catalog.set_extension_state(name, [(d, current[d]) for d in part], [])
+    return sent
