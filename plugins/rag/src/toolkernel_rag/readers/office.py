@@ -93,9 +93,10 @@ def read_pptx(path: Path) -> Iterator[ReadDocument]:
     for number, slide in enumerate(presentation.slides, start=1):
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text.strip() if title_shape is not None else ""
+        title_id = title_shape.shape_id if title_shape is not None else None
         lines: list[str] = []
         for shape in slide.shapes:
-            if shape is title_shape:
+            if shape.shape_id == title_id:
                 continue
             if shape.has_text_frame:
                 lines.extend(p.text.strip() for p in shape.text_frame.paragraphs if p.text.strip())
