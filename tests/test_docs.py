@@ -1518,7 +1518,7 @@ def test_vector_stores_sqlite_example_passes_the_kit():
         timeout=110,
     )
     assert done.returncode == 0, done.stdout[-4000:]
-    assert re.search(r"\b33 passed\b", done.stdout), done.stdout[-1000:]
+    assert re.search(r"\b35 passed\b", done.stdout), done.stdout[-1000:]
 
 
 @pytest.mark.anyio

@@ -412,6 +412,8 @@ PUBLIC_MODULES: dict[str, list[str]] = {
     "toolkernel.testing.stores": [
         "FILTER_CASES",
         "FILTER_RECORDS",
+        "NUMBER_CASES",
+        "NUMBER_RECORDS",
         "SOLE_OPERATOR_FILTERS",
         "VectorStoreContract",
         "exact_scores",
