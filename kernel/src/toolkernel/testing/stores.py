@@ -177,11 +177,11 @@ NUMBER_RECORDS: list[dict[str, Any]] = [
     {"b": 0},
 ]
 
-NUMBER_OPERANDS: tuple[float, ...] = (0.5, -0.5, 1.5, 2.5, 0, 1, 1.0, -1, 0.0)
+_NUMBER_OPERANDS: tuple[float, ...] = (0.5, -0.5, 1.5, 2.5, 0, 1, 1.0, -1, 0.0)
 """Each range and equality operator is tried with each of these against :data:`NUMBER_RECORDS`."""
 
 NUMBER_CASES: list[dict[str, Any]] = [
-    *({"a": {op: v}} for op in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte") for v in NUMBER_OPERANDS),
+    *({"a": {op: v}} for op in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte") for v in _NUMBER_OPERANDS),
     {"a": {"$in": [0.5, 2]}},
     {"a": {"$in": [-0.5, 1.5, 3]}},
     {"a": {"$nin": [0.5, 1]}},
