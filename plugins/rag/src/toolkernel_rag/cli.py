@@ -225,6 +225,8 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         reranker=args.reranker or settings.reranker,
         depth=settings.depth,
         rerank_depth=settings.rerank_depth,
+        max_query_chars=settings.max_query_chars,
+        filter_limits=settings.filter_limits,
     )
     # Read-only: any number of servers run beside one writer, and follow its ingests by themselves.
     async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=False) as kb:
