@@ -140,6 +140,8 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "Run",
         "build_parser",
         "main",
+        "port_number",
+        "positive_seconds",
     ],
     "toolkernel.client": [
         "HTTPServerConfig",
