@@ -22,7 +22,7 @@ from opentelemetry import trace
 from toolkernel.knowledge import DocumentChunks, IngestBatch
 from toolkernel_rag.catalog import StoredChunk
 from toolkernel_rag.kb import KnowledgeBase
-from toolkernel_rag.sources import Document, SourceProblem, SourceReader
+from toolkernel_rag.sources import Document, SourceProblem, SourceReader, qualified_id
 
 _tracer = trace.get_tracer("toolkernel_rag")
 
@@ -75,11 +75,15 @@ async def ingest(
     with _tracer.start_as_current_span("kb.ingest") as span:
         for source in sources:
             reader = SourceReader(source)
-            known = kb.catalog.hashes(reader.key)
+            known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
             pending: list[Document] = []
             pending_chunks = 0
+            key: str | None = None
             for document in reader.documents():
+                if key is None:  # given on the first document, so a missing source gets none
+                    key = kb.catalog.source_key(reader.location)
+                document.id = qualified_id(key, document.id, reader.single_document)
                 if document.id in seen:
                     report.problems.append(
                         SourceProblem(f"{source}: {document.id}", "repeats a document id; the first was kept")
@@ -105,6 +109,7 @@ async def ingest(
             if gone and not _source_missing(reader):
                 await _delete(kb, gone)
                 report.deleted += len(gone)
+                kb.catalog.forget_source(reader.location)
             if progress is not None:
                 progress(report)
         kb.sparse.refresh(kb.catalog)
@@ -162,7 +167,7 @@ async def _write(
     t3 = time.perf_counter()
     if chunks:
         await kb.store.upsert(
-            kb.index, [c.id for c in chunks], vectors, metadata=[_store_metadata(c.metadata) for c in chunks]
+            kb.index, [c.id for c in chunks], vectors, metadata=[store_metadata(c.metadata) for c in chunks]
         )
     chunks = [
         StoredChunk(c.id, c.document_id, c.seq, c.start, c.end, c.text, c.metadata, v, c.terms)
@@ -178,9 +183,25 @@ async def _write(
             report.added += 1
 
 
-def _store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+def store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     """Metadata as every store accepts it: lists of scalars only (the header path stays a list)."""
     return {k: v for k, v in meta.items() if not (isinstance(v, list) and not v)}
+
+
+async def remove_documents(kb: KnowledgeBase, document_ids: Sequence[str]) -> int:
+    """Remove documents from the store, the catalog, the BM25 index and every open extension.
+
+    :raises KBError: an id the knowledge base does not hold (nothing is removed then).
+    """
+    ids = list(dict.fromkeys(document_ids))
+    kb.require_documents(ids)
+    locations = kb.catalog.locations_of(ids)
+    await _delete(kb, ids)
+    for location in locations:
+        kb.catalog.forget_source(location)
+    kb.sparse.refresh(kb.catalog)
+    await catch_up_extensions(kb)
+    return len(ids)
 
 
 async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:

@@ -23,7 +23,7 @@ from opentelemetry import trace
 
 from toolkernel.filters import coerce_filter, matches, require_supported
 from toolkernel.knowledge import ChunkRecord, KBExtension, RetrievalRequest, ScoredChunk
-from toolkernel_rag.catalog import Catalog, DocumentRow, StoredChunk
+from toolkernel_rag.catalog import Catalog, DocumentRow, SourceRow, StoredChunk
 from toolkernel_rag.layout import (
     CATALOG,
     EXTENSIONS_DIR,
@@ -68,6 +68,9 @@ matched another chunk. On SciFact (250-token chunks) the weighted reranker score
 points under hybrid reading passages and 0.4 under it reading whole abstracts.
 """
 
+DOCUMENT_SCAN = 500
+"""Catalog rows read at a time when documents are listed under a metadata filter."""
+
 _tracer = trace.get_tracer("toolkernel_rag")
 
 
@@ -104,6 +107,8 @@ class KnowledgeBase:
         self._overfetch = (-1, 1.0)
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
+        self.migrated = False
+        """Whether opening this knowledge base migrated it (``open(migrate=True)``)."""
 
     # -- opening ---------------------------------------------------------------------
 
@@ -120,12 +125,16 @@ class KnowledgeBase:
         store_options: Mapping[str, Any] | None = None,
         chunker: Mapping[str, Any] | None = None,
         extensions: bool | Collection[str] = True,
+        migrate: bool = False,
     ) -> KnowledgeBase:
         """Open the knowledge base at ``name_or_path`` (created when ``create`` and absent).
 
         ``embedder``, ``store`` and ``chunker`` choose them at creation; on an existing
         knowledge base they must agree with its manifest. ``extensions``: ``True`` opens
         every registered extension, ``False`` none, a collection only those named.
+        ``migrate``: bring a knowledge base written by an older toolkernel-rag up to date
+        (what writers do); without it such a knowledge base is refused with the command that
+        migrates it.
         """
         if kernel is None:
             from toolkernel._kernel import Kernel
@@ -147,6 +156,7 @@ class KnowledgeBase:
         kb = cls(directory, manifest, kernel, extensions=extensions)
         try:
             await kb._open_parts()
+            await kb._up_to_date(str(name_or_path), migrate)
         except BaseException:
             await kb.aclose()
             raise
@@ -162,6 +172,19 @@ class KnowledgeBase:
         for entry in self.kernel.kb_extensions.entries():
             if enabled is True or (not isinstance(enabled, bool) and entry.name in enabled):
                 self.extensions[entry.name] = entry.value(_ExtensionContext(self, entry.name))
+
+    async def _up_to_date(self, asked_as: str, migrate: bool) -> None:
+        if not (self.catalog.needs_id_migration() or self.catalog.store_stale()):
+            return
+        if not migrate:
+            raise KBError(
+                f"knowledge base {str(self.directory)!r} was written by an older toolkernel-rag "
+                f"(document ids not qualified by their source): migrate it once: "
+                f"'toolkernel kb migrate --kb {asked_as}'"
+            )
+        from toolkernel_rag.migration import bring_up_to_date
+
+        self.migrated = await bring_up_to_date(self)
 
     async def __aenter__(self) -> KnowledgeBase:
         return self
@@ -237,10 +260,85 @@ class KnowledgeBase:
     # -- reading -------------------------------------------------------------------------
 
     def document(self, document_id: str) -> tuple[DocumentRow, str] | None:
+        """A document's row and its full text, or ``None``."""
         return self.catalog.document(document_id)
 
-    def documents(self, limit: int | None = None, after: str | None = None) -> list[DocumentRow]:
-        return self.catalog.documents(limit, after)
+    def documents(
+        self,
+        limit: int | None = None,
+        after: str | None = None,
+        *,
+        source: str | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[DocumentRow]:
+        """Documents ordered by id, at most ``limit`` after id ``after``.
+
+        ``source``: only that source's (its key, or its path); ``where``: only those whose
+        metadata match a filter of the kernel's filter language (tested document by
+        document, so a selective filter on a large knowledge base reads the whole catalog).
+
+        :raises KBError: an unknown source.
+        """
+        location = None if source is None else self.source_location(source)
+        parsed = coerce_filter(where)
+        if parsed is None:
+            return self.catalog.documents(limit, after, location)
+        found: list[DocumentRow] = []
+        cursor = after
+        while limit is None or len(found) < limit:
+            page = self.catalog.documents(DOCUMENT_SCAN, cursor, location)
+            found.extend(row for row in page if matches(parsed, row.metadata))
+            if len(page) < DOCUMENT_SCAN:
+                break
+            cursor = page[-1].id
+        return found if limit is None else found[:limit]
+
+    def document_chunks(self, document_id: str) -> list[StoredChunk]:
+        """A document's chunks, in order, with their vectors."""
+        return self.catalog.document_chunks([document_id])
+
+    def sources(self) -> list[SourceRow]:
+        """The sources documents came from: key, location, and how many documents each holds."""
+        return self.catalog.sources()
+
+    def source_location(self, source: str) -> str:
+        """The location of a source named by its key or its path (relative to the working directory).
+
+        :raises KBError: the knowledge base has no such source.
+        """
+        location = self.catalog.source_location(source)
+        if location is None:
+            location = self.catalog.source_location(str(Path(source).expanduser().resolve()))
+        if location is None:
+            known = ", ".join(s.key for s in self.catalog.sources()) or "none"
+            raise KBError(f"knowledge base {self.name!r} has no source {source!r} (its sources: {known})")
+        return location
+
+    def require_documents(self, document_ids: Sequence[str]) -> None:
+        """:raises KBError: naming the ids of ``document_ids`` the knowledge base does not hold."""
+        unknown = self.catalog.missing(document_ids)
+        if unknown:
+            shown = ", ".join(repr(d) for d in unknown[:5]) + (
+                f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            )
+            raise KBError(
+                f"knowledge base {self.name!r} has no document {shown} "
+                f"(list them with 'toolkernel kb documents --kb {self.name}')"
+            )
+
+    async def remove(self, document_ids: Sequence[str]) -> int:
+        """Remove documents by id from the catalog, the store, the BM25 index and every extension.
+
+        :raises KBError: an id the knowledge base does not hold (then nothing is removed).
+        """
+        from toolkernel_rag.ingestion import remove_documents
+
+        return await remove_documents(self, document_ids)
+
+    async def remove_source(self, source: str) -> int:
+        """Remove every document of a source (its key or its path); returns how many."""
+        location = self.source_location(source)
+        return await self.remove([row.id for row in self.catalog.documents(source=location)])
 
     @property
     def query_embedder(self) -> Embedder:

@@ -4,9 +4,10 @@ A ``SOURCE`` is a directory (walked; hidden entries skipped), a file, or a ``.js
 of records. A record with a ``text`` field is one document whose id is its ``id`` (BEIR's
 ``corpus.jsonl``: ``_id``/``id``, ``title``, ``text``); other fields that are scalars or lists
 of scalars become metadata. A file is one document whose id is its path relative to the
-source directory (a single file: its name). Markdown front matter (YAML between ``---``
-lines) becomes metadata. A file that cannot be read is reported and skipped; files of other
-types met in a directory walk are reported as one line per directory.
+source directory (a single file: its name); the knowledge base qualifies these ids with the
+source's key (:func:`qualified_id`), so they are unique across sources. Markdown front matter
+(YAML between ``---`` lines) becomes metadata. A file that cannot be read is reported and
+skipped; files of other types met in a directory walk are reported as one line per directory.
 """
 
 from __future__ import annotations
@@ -69,12 +70,18 @@ class SourceReader:
     problems: list[SourceProblem] = field(default_factory=list)
 
     @property
-    def key(self) -> str:
-        """The source as the catalog records it: its absolute path."""
+    def location(self) -> str:
+        """The source as the catalog records it: its absolute path, whatever the working directory."""
         return str(Path(self.source).expanduser().resolve())
 
+    @property
+    def single_document(self) -> bool:
+        """A single file that is one document (not a ``.jsonl`` of records): its id is the source key."""
+        path = Path(self.location)
+        return path.suffix.lower() != ".jsonl" and path.is_file()
+
     def documents(self) -> Iterator[Document]:
-        root = Path(self.key)
+        root = Path(self.location)
         if not root.exists():
             self.problems.append(SourceProblem(self.source, "does not exist"))
             return
@@ -111,7 +118,7 @@ class SourceReader:
             return
         meta = {"path": relative, **meta, "mtime": path.stat().st_mtime, "kind": kind}
         meta.setdefault("title", _title(text, kind) or path.stem)
-        yield Document(relative, text, "markdown" if kind == "html" else kind, meta, self.key)
+        yield Document(relative, text, "markdown" if kind == "html" else kind, meta, self.location)
 
     def _records(self, path: Path) -> Iterator[Document]:
         with path.open(encoding="utf-8") as lines:
@@ -144,7 +151,12 @@ class SourceReader:
                     if k not in ("_id", "id", "text") and _is_metadata_value(v)
                 }
                 meta["path"] = path.name
-                yield Document(str(doc_id), text, "text", meta, self.key)
+                yield Document(str(doc_id), text, "text", meta, self.location)
+
+
+def qualified_id(source_key: str, relative: str, single_document: bool) -> str:
+    """A document's id in a knowledge base: ``<source key>/<relative id>``; a one-file source's: the key."""
+    return source_key if single_document else f"{source_key}/{relative}"
 
 
 def _walk(root: Path) -> Iterator[Path]:
