@@ -252,6 +252,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "coerce_filter",
         "matches",
         "parse_filter",
+        "regex_search",
         "require_supported",
     ],
     "toolkernel.hookspecs": [
@@ -273,6 +274,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "register_entity_extractors",
         "register_kb_extensions",
         "register_prompts",
+        "register_readers",
         "register_rerankers",
         "register_resources",
         "register_server_transports",
@@ -311,6 +313,13 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "PromptOutput",
         "prompt",
     ],
+    "toolkernel.readers": [
+        "MissingDependency",
+        "ReadDocument",
+        "Reader",
+        "ReaderFunction",
+        "Skipped",
+    ],
     "toolkernel.registries": [
         "AuthProviderRegistry",
         "ChunkerRegistry",
@@ -324,6 +333,8 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "MiddlewareRegistry",
         "OriginResolver",
         "PromptRegistry",
+        "ReaderRegistry",
+        "ReaderSpec",
         "Registry",
         "RerankerRegistry",
         "ResourceRegistry",
@@ -413,6 +424,8 @@ PUBLIC_MODULES: dict[str, list[str]] = {
     "toolkernel.testing.stores": [
         "FILTER_CASES",
         "FILTER_RECORDS",
+        "NUMBER_CASES",
+        "NUMBER_RECORDS",
         "SOLE_OPERATOR_FILTERS",
         "VectorStoreContract",
         "exact_scores",

@@ -19,13 +19,17 @@ element (``$ne`` and ``$nin`` hold if it holds for *no* element; ``$all`` needs 
 value among the elements). A missing field satisfies only ``$ne``, ``$nin``,
 ``{"$exists": False}`` and negations. Booleans never equal numbers. Range operators compare
 numbers with numbers and strings with strings (by code point); mixed types never match.
-``$regex`` uses Python :func:`re.search` syntax (inline flags such as ``(?i)`` work).
+``$regex`` patterns are RE2 syntax (https://github.com/google/re2/wiki/Syntax), searched
+anywhere in the value (anchor with ``^``/``$``); inline flags such as ``(?i)`` work, and
+``\\pL`` names Unicode letters while ``\\w``, ``\\d``, ``\\s`` and ``\\b`` are
+ASCII-only. RE2 runs in time linear in the text and has no backreferences or lookaround
+(such a pattern is refused when the filter is parsed), so no pattern can stall a server.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -53,6 +57,7 @@ __all__ = [
     "coerce_filter",
     "matches",
     "parse_filter",
+    "regex_search",
     "require_supported",
 ]
 
@@ -269,9 +274,9 @@ def _parse_operator(field: str, name: str, value: Any, path: str) -> Node:
         if not isinstance(value, str):
             raise InvalidFilterError(f"{path}: $regex needs a pattern string, got {value!r}")
         try:
-            re.compile(value)
-        except re.error as exc:
-            raise InvalidFilterError(f"{path}: invalid regular expression: {exc}") from None
+            _regex(value)
+        except ValueError as exc:
+            raise InvalidFilterError(f"{path}: invalid regular expression (RE2 syntax): {exc}") from None
         return Condition(field=field, op=op, value=value)
     known = ", ".join(sorted(FIELD_OPERATORS | {"$not"}))
     raise InvalidFilterError(f"{path}: unknown operator {name!r} (field operators: {known})")
@@ -332,9 +337,37 @@ def _eval_condition(cond: Condition, actual: Any) -> bool:
     if op == "$all":
         return all(any(_equal(v, w) for v in values) for w in _as_tuple(want))
     if op == "$regex":
-        pattern = re.compile(str(want))
+        pattern = _regex(str(want))
         return any(isinstance(v, str) and pattern.search(v) is not None for v in values)
     return any(_compare(v, op, want) for v in values)
+
+
+def regex_search(pattern: str, value: str) -> bool:
+    """Whether the RE2 ``pattern`` matches anywhere in ``value``: ``$regex`` as :func:`matches` tests it.
+
+    Stores that evaluate ``$regex`` themselves in Python (say, as an SQLite function) call
+    this, so they agree with the reference and take time linear in ``value``.
+
+    :raises ValueError: ``pattern`` is not valid RE2 syntax.
+    """
+    return _regex(pattern).search(value) is not None
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (linear-time matching); :class:`ValueError` names what is wrong.
+
+    Imported here, on first use, so the kernel starts without loading the RE2 extension.
+    """
+    import re2  # type: ignore[import-untyped]
+
+    options = re2.Options()
+    options.log_errors = False  # the error is raised to the caller, not printed on stderr
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        raise ValueError(reason.decode() if isinstance(reason, bytes) else str(reason)) from None
 
 
 def _as_tuple(value: Scalar | tuple[Scalar, ...]) -> tuple[Scalar, ...]:

@@ -190,7 +190,7 @@ def test_removing_everything_asks_and_refuses_without_a_terminal(corpus: Path, t
         )
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.strip().splitlines()
-        assert "needs confirmation" in line
+        assert "no terminal to confirm on" in line
         assert "--yes" in line
         assert "Traceback" not in done.stderr
     done = subprocess.run(
@@ -265,7 +265,7 @@ def test_a_knowledge_base_with_relative_ids_is_refused_by_readers_and_migrated_b
 
 async def _check_migrated(where: Path, corpus: Path, single: Path) -> None:
     """The migrated knowledge base: new ids everywhere, the same answers, nothing to re-embed."""
-    async with await KnowledgeBase.open(str(where), kernel=make_kernel()) as kb:
+    async with await KnowledgeBase.open(str(where), kernel=make_kernel(), writable=True) as kb:
         assert [d.id for d in kb.documents()] == [
             "corpus/data/config.json",
             "corpus/guide/install.md",
@@ -291,7 +291,7 @@ async def test_an_ingest_migrates_an_older_knowledge_base(corpus: Path, tmp_path
     single = tmp_path / "notes.md"
     single.write_text("# Notes\n\nLighthouses guide ships at night.\n")
     where = await _old_knowledge_base(tmp_path, corpus, single)
-    async with await KnowledgeBase.open(str(where), kernel=make_kernel(), migrate=True) as kb:
+    async with await KnowledgeBase.open(str(where), kernel=make_kernel(), writable=True) as kb:
         assert kb.migrated
         report = await ingest(kb, [str(corpus)])
         assert (report.unchanged, report.added) == (5, 0)

@@ -1,4 +1,4 @@
-"""``toolkernel kb``: ingest, serve, list, stats, documents, show, remove, migrate, delete."""
+"""``toolkernel kb``: ingest, serve, list, stats, documents, show, remove, migrate, repair, delete."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
             help=f"leave the {name!r} extension out of this run (caught up on the next run with it)",
         )
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    _wait_argument(ingest)
 
     serve = actions.add_parser("serve", help="Serve a knowledge base as an MCP server.")
     _kb_argument(serve)
@@ -52,7 +53,9 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
 
     actions.add_parser("list", help="List knowledge bases under the data directory.")
 
-    stats = actions.add_parser("stats", help="Documents, chunks and what a knowledge base was built with.")
+    stats = actions.add_parser(
+        "stats", help="Documents, chunks, state of derived data, and what a knowledge base was built with."
+    )
     _kb_argument(stats)
 
     documents = actions.add_parser("documents", help="List a knowledge base's documents, a page at a time.")
@@ -76,20 +79,38 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     _kb_argument(remove)
     remove.add_argument("--source", help="remove every document of this source (its key or its path)")
     remove.add_argument("--yes", action="store_true", help="do not ask before removing every document")
+    _wait_argument(remove)
 
     migrate = actions.add_parser(
         "migrate", help="Bring a knowledge base written by an older toolkernel-rag up to date."
     )
     _kb_argument(migrate)
+    _wait_argument(migrate)
+    repair = actions.add_parser(
+        "repair", help="Rebuild the vector store, BM25 index and extensions' state from the catalog."
+    )
+    _kb_argument(repair)
+    _wait_argument(repair)
 
     delete = actions.add_parser("delete", help="Delete a knowledge base and everything in its directory.")
     _kb_argument(delete)
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _wait_argument(delete)
 
 
 def _kb_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kb", required=True, metavar="NAME_OR_PATH", help="a path (contains '/') or a name in the data dir"
+    )
+
+
+def _wait_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another writer to finish (default: refuse at once)",
     )
 
 
@@ -117,7 +138,20 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
         return _remove(args, kernel)
     if action == "migrate":
         return _migrate(args, kernel)
+    if action == "repair":
+        return _repair(args, kernel)
     return _delete(args)
+
+
+def _check_sources(sources: list[str]) -> None:
+    """Every source must exist before anything is opened or created (a typo is not 'delete all')."""
+    from pathlib import Path
+
+    from toolkernel_rag.layout import KBError
+
+    for source in sources:
+        if not Path(source).expanduser().exists():
+            raise KBError(f"source {source!r} does not exist; nothing was ingested")
 
 
 def _json_option(value: str | None, flag: str) -> Any:
@@ -135,6 +169,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.ingestion import ingest
     from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
 
+    _check_sources(args.sources)
     chunker: dict[str, Any] | None = None
     if any(v is not None for v in (args.chunker, args.size, args.overlap, args.length)):
         chunker = default_chunker(rag_settings(kernel))
@@ -156,6 +191,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
         store_options=_json_option(args.store_options, "--store-options"),
         chunker=chunker,
         extensions=extensions,
+        wait=args.wait,
     )
     async with kb:
         if args.quiet or not sys.stderr.isatty():
@@ -221,8 +257,8 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         depth=settings.depth,
         rerank_depth=settings.rerank_depth,
     )
-    async with await KnowledgeBase.open(args.kb, kernel=kernel) as kb:
-        kb.sparse.refresh(kb.catalog)  # load (or rebuild) the BM25 index before the first query
+    # Read-only: any number of servers run beside one writer, and follow its ingests by themselves.
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=False) as kb:
         await kb.embed_query("warm up")  # load the model before the first query
         import toolkernel._serving  # noqa: F401 - load the protocol layer during set-up
 
@@ -241,11 +277,13 @@ def _list() -> int:
 
 
 async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.health import derived_state
     from toolkernel_rag.kb import KnowledgeBase
 
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, writable=False) as kb:
         done, pending, chunks = kb.catalog.counts()
-        vectors = await kb.store.count(kb.index)
+        vectors = kb.catalog.vector_count() if kb.embedded_store else await kb.store.count(kb.index)
+        derived = derived_state(kb)
         print(
             json.dumps(
                 {
@@ -254,24 +292,53 @@ async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
                     "pending": pending,
                     "chunks": chunks,
                     "vectors": vectors,
+                    "generation": kb.catalog.generation(),
+                    "derived": derived,
                     "manifest": kb.manifest.model_dump(mode="json"),
                 },
                 indent=2,
             )
         )
+    for problem in derived.get("problems", []):
+        print(f"warning: {problem}", file=sys.stderr)
+    return 0
+
+
+async def _repair(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.kb import KnowledgeBase
+    from toolkernel_rag.repair import repair
+
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, writable=True, wait=args.wait, repair=True
+    ) as kb:
+        report = await repair(kb)
+    print(json.dumps({"kb": str(kb.directory), "repaired": report.summary()}))
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
     from toolkernel_rag.layout import KBError, read_manifest, resolve_kb
+    from toolkernel_rag.locking import WriterLock
 
     directory = resolve_kb(args.kb)
     if read_manifest(directory) is None:
         raise KBError(f"no knowledge base at {str(directory)!r}")
-    if not args.yes and not _confirm(f"delete the knowledge base at {directory}?", "kb delete"):
-        print("not deleted", file=sys.stderr)
-        return 1
-    shutil.rmtree(directory)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise KBError(f"kb delete --kb {args.kb}: no terminal to confirm on; pass --yes to delete")
+        try:
+            answer = input(f"delete the knowledge base at {directory}? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not deleted", file=sys.stderr)
+            return 1
+    lock = WriterLock(directory)
+    lock.acquire(args.wait)  # never delete under a running ingest
+    try:
+        shutil.rmtree(directory)
+    finally:
+        lock.release()
     print(f"deleted {directory}", file=sys.stderr)
     return 0
 
@@ -281,7 +348,7 @@ def _confirm(question: str, command: str) -> bool:
     from toolkernel.errors import ConfigError
 
     if not sys.stdin.isatty():
-        raise ConfigError(f"{command}: {question[:-1]} needs confirmation; no terminal to ask on: add --yes")
+        raise ConfigError(f"{command}: no terminal to confirm on ({question[:-1]}); pass --yes to go ahead")
     try:
         answer = input(f"{question} [y/N] ")
     except EOFError:
@@ -365,7 +432,7 @@ async def _remove(args: argparse.Namespace, kernel: Kernel) -> int:
 
     if bool(args.documents) == bool(args.source):
         raise ConfigError("kb remove: give document ids or --source SOURCE (one of the two)")
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, migrate=True) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=True, wait=args.wait) as kb:
         if args.source:
             ids = [row.id for row in kb.documents(source=args.source)]
         else:
@@ -385,7 +452,7 @@ async def _remove(args: argparse.Namespace, kernel: Kernel) -> int:
 async def _migrate(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.kb import KnowledgeBase
 
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, migrate=True) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=True, wait=args.wait) as kb:
         documents, _, _ = kb.catalog.counts()
     print(json.dumps({"kb": str(kb.directory), "migrated": kb.migrated, "documents": documents}))
     return 0

@@ -12,6 +12,7 @@ end of every run (at least once; a document's chunks replace what an extension h
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from opentelemetry import trace
 from toolkernel.knowledge import DocumentChunks, IngestBatch
 from toolkernel_rag.catalog import StoredChunk
 from toolkernel_rag.kb import KnowledgeBase
-from toolkernel_rag.sources import Document, SourceProblem, SourceReader, qualified_id
+from toolkernel_rag.sources import Document, SourceProblem, SourceReader
 
 _tracer = trace.get_tracer("toolkernel_rag")
 
@@ -69,12 +70,16 @@ async def ingest(
     batch_chunks: int = 256,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped."""
+    """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped.
+
+    ``kb`` must be open writable (it holds the writer lock).
+    """
+    kb.require_writable("ingest")
     report = IngestReport()
     started = time.perf_counter()
     with _tracer.start_as_current_span("kb.ingest") as span:
         for source in sources:
-            reader = SourceReader(source)
+            reader = SourceReader(source, kb.kernel.readers)
             known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
             pending: list[Document] = []
@@ -83,7 +88,7 @@ async def ingest(
             for document in reader.documents():
                 if key is None:  # given on the first document, so a missing source gets none
                     key = kb.catalog.source_key(reader.location)
-                document.id = qualified_id(key, document.id, reader.single_document)
+                document.id = reader.qualified_id(key, document)
                 if document.id in seen:
                     report.problems.append(
                         SourceProblem(f"{source}: {document.id}", "repeats a document id; the first was kept")
@@ -112,8 +117,9 @@ async def ingest(
                 kb.catalog.forget_source(reader.location)
             if progress is not None:
                 progress(report)
-        kb.sparse.refresh(kb.catalog)
-        await catch_up_extensions(kb)
+        if await catch_up_extensions(kb):
+            kb.catalog.bump_generation()  # readers reload the extensions' state they follow
+        kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild
         report.seconds = time.perf_counter() - started
         for key, value in report.summary().items():
             span.set_attribute(f"kb.{key}", value)
@@ -131,9 +137,13 @@ async def _write(
     t0 = time.perf_counter()
     chunks: list[StoredChunk] = []
     for document in documents:
-        pieces = kb.chunker(document.kind).chunk(document.text)
+        language = document.metadata.get("language") if document.kind == "code" else None
+        pieces = kb.chunker(document.kind, language).chunk(document.text)
         for seq, piece in enumerate(pieces):
             meta: dict[str, Any] = {**document.metadata, **piece.metadata}
+            if document.page_starts:
+                meta["page"] = bisect.bisect_right(document.page_starts, piece.start)
+                meta["last_page"] = bisect.bisect_right(document.page_starts, max(piece.start, piece.end - 1))
             meta["document_id"] = document.id
             meta["chunk_index"] = seq
             chunks.append(
@@ -191,16 +201,20 @@ def store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
 async def remove_documents(kb: KnowledgeBase, document_ids: Sequence[str]) -> int:
     """Remove documents from the store, the catalog, the BM25 index and every open extension.
 
+    ``kb`` must be open writable (it holds the writer lock).
+
     :raises KBError: an id the knowledge base does not hold (nothing is removed then).
     """
+    kb.require_writable("remove")
     ids = list(dict.fromkeys(document_ids))
     kb.require_documents(ids)
     locations = kb.catalog.locations_of(ids)
     await _delete(kb, ids)
     for location in locations:
         kb.catalog.forget_source(location)
+    if await catch_up_extensions(kb):
+        kb.catalog.bump_generation()  # readers reload the extensions' state they follow
     kb.sparse.refresh(kb.catalog)
-    await catch_up_extensions(kb)
     return len(ids)
 
 
@@ -211,15 +225,20 @@ async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:
         kb.catalog.delete_documents(part)
 
 
-async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> None:
-    """Send every open extension the documents it has not seen at their current hash, and the deletions."""
+async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> bool:
+    """Send every open extension the documents it has not seen at their current hash, and the deletions.
+
+    Returns whether any extension was sent anything.
+    """
     if not kb.extensions:
-        return
+        return False
+    sent = False
     current = {d: h for d, (h, state) in kb.catalog.hashes().items() if state == "done"}
     for name, extension in kb.extensions.items():
         held = kb.catalog.extension_hashes(name)
         forgotten = sorted(set(held) - set(current))
         changed = sorted(d for d, h in current.items() if held.get(d) != h)
+        sent = sent or bool(forgotten or changed)
         if forgotten:
             await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
             kb.catalog.set_extension_state(name, [], forgotten)
@@ -235,3 +254,4 @@ async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> N
             )
             await extension.on_ingest(batch)
             kb.catalog.set_extension_state(name, [(d, current[d]) for d in part], [])
+    return sent

@@ -16,7 +16,7 @@ from toolkernel.vectors import IndexNotFoundError
 from toolkernel_rag.catalog import source_key_for
 from toolkernel_rag.ingestion import catch_up_extensions, store_metadata
 from toolkernel_rag.kb import KnowledgeBase
-from toolkernel_rag.sources import SUFFIXES, qualified_id
+from toolkernel_rag.sources import qualified_id
 
 REBUILD_BATCH = 512
 """Chunks read from the catalog and written to the store at a time while rebuilding it."""
@@ -30,6 +30,8 @@ async def bring_up_to_date(kb: KnowledgeBase) -> bool:
         qualify_document_ids(kb)
     await rebuild_store(kb)
     await catch_up_extensions(kb)
+    kb.catalog.bump_generation()  # readers and the BM25 index see the new ids
+    kb.sparse.refresh(kb.catalog)
     return True
 
 
@@ -41,17 +43,19 @@ def qualify_document_ids(kb: KnowledgeBase) -> None:
     for location in sorted({location for _, location in documents} - set(keys)):
         keys[location] = source_key_for(location, taken)
         taken.add(keys[location])
+    per_location: dict[str, int] = {}
+    for _, location in documents:
+        per_location[location] = per_location.get(location, 0) + 1
     renames = [
-        (old, qualified_id(keys[location], old, _was_single_file(location, old)))
+        (old, qualified_id(keys[location], old, per_location[location] == 1 and _named_after(location, old)))
         for old, location in documents
     ]
     kb.catalog.qualify_ids(keys, renames)
 
 
-def _was_single_file(location: str, document_id: str) -> bool:
-    """An older catalog named a one-file source's document after the file."""
-    path = Path(location)
-    return path.name == document_id and path.suffix.lower() in SUFFIXES and path.suffix.lower() != ".jsonl"
+def _named_after(location: str, document_id: str) -> bool:
+    """An older catalog named a one-file source's only document after the file."""
+    return Path(location).name == document_id
 
 
 async def rebuild_store(kb: KnowledgeBase) -> None:

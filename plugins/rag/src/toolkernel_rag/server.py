@@ -144,7 +144,7 @@ def kb_tools(kb: KnowledgeBase, options: KBServerOptions) -> list[Tool]:
 def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
     rerankers = list(kb.kernel.rerankers)
     schema = search_input_schema(
-        supported_operators=kb.store.supported_filter_operators,
+        supported_operators=kb.supported_filter_operators,
         modes=kb.modes,
         rerankers=rerankers,
         default_mode=options.default_mode,
