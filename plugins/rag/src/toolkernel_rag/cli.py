@@ -8,6 +8,8 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
+from toolkernel._builtin.commands import auth_argument, check_auth_option
+
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
     from toolkernel_rag.ingestion import IngestReport
@@ -48,6 +50,7 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="interface for network transports")
     serve.add_argument("--port", type=int, default=8000, help="port for network transports")
     serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
+    auth_argument(serve)
     serve.add_argument("--mandatory-filter", metavar="JSON", help="a filter every search is joined with")
     serve.add_argument("--reranker", help="the reranker 'rerank: true' uses")
 
@@ -246,8 +249,10 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
+    check_auth_option(kernel, args.transport, args.auth)
+    extra = {"auth": args.auth} if args.auth is not None else {}
     try:
-        serve_options = ServeOptions(host=args.host, port=args.port, path=args.path)
+        serve_options = ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
     except ValidationError as exc:
         raise ConfigError(f"kb serve: {exc}") from None
     settings = rag_settings(kernel)
@@ -256,6 +261,8 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         reranker=args.reranker or settings.reranker,
         depth=settings.depth,
         rerank_depth=settings.rerank_depth,
+        max_query_chars=settings.max_query_chars,
+        filter_limits=settings.filter_limits,
     )
     # Read-only: any number of servers run beside one writer, and follow its ingests by themselves.
     async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=False) as kb:
