@@ -6,6 +6,7 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -105,7 +106,7 @@ async def test_search_returns_structured_results_and_text(kb: KnowledgeBase) -> 
     assert len(hits) == 3
     assert set(hits[0]) == {"id", "document_id", "score", "text", "metadata", "source"}
     assert "wind turbines" in hits[0]["text"]
-    assert hits[0]["source"]["uri"] == f"kb://{kb.name}/documents/{hits[0]['document_id']}"
+    assert hits[0]["source"]["uri"] == f"kb://{kb.name}/documents/{quote(hits[0]['document_id'], safe='')}"
     assert hits[0]["metadata"]["tenant"] in TENANTS
     assert result.content[0].text.startswith("[1] wind turbines for ")
     bare = await _search(kb, {"query": "wind", "top_k": 1, "include_sources": False, "include_vectors": True})
@@ -207,9 +208,9 @@ async def test_a_store_failure_is_an_error_naming_the_cause(kb: KnowledgeBase) -
 
 async def test_fetch_document_resources_and_prompt(kb: KnowledgeBase) -> None:
     async with connect_in_memory(kb_server(kb)) as client:
-        fetched = await client.call_tool("fetch_document", {"document_id": "acme-1-True"})
+        fetched = await client.call_tool("fetch_document", {"document_id": "corpus.jsonl/acme-1-True"})
         missing = await client.call_tool("fetch_document", {"document_id": "nope"})
-        read = await client.read_resource(f"kb://{kb.name}/documents/acme-2-False")
+        read = await client.read_resource(f"kb://{kb.name}/documents/corpus.jsonl%2Facme-2-False")
         prompt = await client.get_prompt("answer_with_sources", {"question": "battery storage", "top_k": "2"})
         chunked = await client.call_tool(
             "chunk_document", {"text": "One. Two. Three.", "chunker": "sentence", "size": 5}
@@ -326,6 +327,6 @@ async def test_tenant_scope_picks_the_tenants_own_knowledge_base(kb: KnowledgeBa
         )
     finally:
         await own.aclose()
-    assert [h["document_id"] for h in mine.structured_content["results"]] == ["own-1"]
-    assert mine.structured_content["results"][0]["source"]["uri"] == "kb://own/documents/own-1"
+    assert [h["document_id"] for h in mine.structured_content["results"]] == ["own.jsonl/own-1"]
+    assert mine.structured_content["results"][0]["source"]["uri"] == "kb://own/documents/own.jsonl%2Fown-1"
     assert {h["metadata"]["tenant"] for h in theirs.structured_content["results"]} == {"acme"}
