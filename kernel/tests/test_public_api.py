@@ -425,6 +425,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "log_tail",
         "postgres_server",
     ],
+    "toolkernel.testing.readers": ["ReaderContract"],
     "toolkernel.testing.stores": [
         "FILTER_CASES",
         "FILTER_RECORDS",
