@@ -1,0 +1,1 @@
+"""toolkernel-redis's hook: the ``redis`` shared-state backend."""
