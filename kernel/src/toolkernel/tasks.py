@@ -214,6 +214,29 @@ class TaskRunner:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, dict[str, asyncio.Future[dict[str, Any]]]] = {}
         self._watchers: list[Callable[[TaskRecord], None]] = []
+        self._broadcast: Any = None
+
+    def share(self, store: TaskStore, broadcast: Any) -> Callable[[], None]:
+        """Keep task state in ``store`` and hear other replicas' ``tasks/update`` and ``tasks/cancel``.
+
+        ``broadcast`` is a :class:`toolkernel.shared_state.Broadcast`: a task body runs in
+        the process that started it, and answers or a cancellation taken by any replica
+        reach it through the broadcast. Returns the way to stop listening.
+        """
+        self.store = store
+        self._broadcast = broadcast
+
+        def on_message(message: dict[str, Any]) -> None:
+            if message.get("t") != "task":
+                return
+            task_id = str(message.get("task"))
+            if message.get("op") == "update":
+                self._answer(task_id, message.get("responses") or {})
+            elif message.get("op") == "cancel" and (task := self._running.get(task_id)) is not None:
+                task.cancel()
+
+        stop: Callable[[], None] = broadcast.subscribe(on_message)
+        return stop
 
     def watch(self, listener: Callable[[TaskRecord], None]) -> Callable[[], None]:
         """Call ``listener`` with each task this runner changes; returns the way to stop."""
@@ -264,12 +287,19 @@ class TaskRunner:
         record = await self.store.get(task_id)
         if record is None:
             return None
+        if self._broadcast is not None:  # the body may run in another replica
+            message = {"t": "task", "op": "update", "task": task_id, "responses": dict(responses)}
+            await self._broadcast.publish(message)
+        else:
+            self._answer(task_id, responses)
+        return record
+
+    def _answer(self, task_id: str, responses: Mapping[str, Any]) -> None:
         waiting = self._waiting.get(task_id, {})
         for key, answer in responses.items():
             future = waiting.pop(key, None)
             if future is not None and not future.done():
                 future.set_result(dict(answer) if isinstance(answer, Mapping) else {"value": answer})
-        return record
 
     async def cancel(self, task_id: str) -> TaskRecord | None:
         """Stop the task; a task already over is left as it is (cancelling is idempotent)."""
@@ -281,6 +311,8 @@ class TaskRunner:
             task = self._running.get(task_id)
             if task is not None:
                 task.cancel()
+            elif self._broadcast is not None:  # running in another replica
+                await self._broadcast.publish({"t": "task", "op": "cancel", "task": task_id})
         return record
 
     async def aclose(self) -> None:
