@@ -36,6 +36,7 @@ from mcp.server.runner import serve_loop
 from mcp.server.streamable_http import REQUEST_CANCELLED, EventStore, check_accept_headers
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
+    CONNECTION_CLOSED,
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -222,7 +223,13 @@ class Session(WriteStreamBase):
             ):
                 return  # the replica holding the GET stream sends its own
             store = self.event_store if not self.terminated else None
-            event_id = await store.store_event(stream, message, len(data)) if store is not None else None
+            event_id = None
+            if store is not None:
+                try:
+                    event_id = await store.store_event(stream, message, len(data))
+                except StoreUnavailable as exc:
+                    # The response is under way: deliver it, though no one can resume from it.
+                    logger.warning("session %s: event not stored: %s", self.id, exc)
             if final:
                 self.sinks.pop(stream, None)
                 self.live.discard(stream)
@@ -453,6 +460,8 @@ class SessionTable:
             await self._serve_request(session, request, message, version, send, opening=opening)
         except SessionGone:
             await send_error(send, 404, _NO_SESSION)
+        except StoreUnavailable as exc:  # raised before the response started (storing its priming event)
+            await send_error(send, 503, f"Service Unavailable: {exc}", INTERNAL_ERROR)
         finally:
             session.in_flight -= 1
             session.idle_since = time.monotonic()
@@ -658,9 +667,9 @@ class SessionTable:
                 f"the server replica handling this request stopped before answering (shared state "
                 f"{replicas.store}); send the request again"
             )
-            error = JSONRPCError(
-                jsonrpc="2.0", id=request_id_of(stream), error=ErrorData(code=INTERNAL_ERROR, message=message)
-            )
+            # The code of a lost connection: clients send idempotent requests again on it.
+            lost_code = ErrorData(code=CONNECTION_CLOSED, message=message)
+            error = JSONRPCError(jsonrpc="2.0", id=request_id_of(stream), error=lost_code)
             await sink.write(sse_event(encode_message(error)), last=True)
 
         if follow is None or not await replicas.writer_alive(writer):

@@ -8,6 +8,8 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -24,7 +26,9 @@ def connect(url: str) -> aioredis.Redis:
         url,
         socket_connect_timeout=STORE_TIMEOUT_S / 2,
         socket_timeout=STORE_TIMEOUT_S,
-        retry_on_timeout=False,
+        # Once, at once: a pooled connection Redis closed (it restarted) is replaced by a new one.
+        retry=Retry(NoBackoff(), 1),
+        retry_on_error=[RedisConnectionError],
         max_connections=256,
         health_check_interval=30,
     )

@@ -12,6 +12,7 @@ a whole is bounded by Redis's own ``maxmemory``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -97,7 +98,7 @@ class RedisEventStore(EventStore):
         found = await self.locate(last_event_id)
         if found is None:
             return None
-        session, entry, stream, _ = found
+        session, entry, stream = found[:3]
         key = events_key(session)
         later: Any = await guarded(self._store, self._client.xrange(key, f"({entry}", "+"))
         for entry_id, fields in later:
@@ -112,8 +113,9 @@ class RedisEventStore(EventStore):
         """The session an event id belongs to (ids are ``<session>/<entry>``)."""
         return event_id.partition("/")[0]
 
-    async def locate(self, event_id: str) -> tuple[str, str, str, str] | None:
-        """``(session, entry, stream, replica that stored it)`` for ``event_id``, or ``None``."""
+    async def locate(self, event_id: str) -> tuple[str, str, str, str, bool] | None:
+        """``(session, entry, stream, replica that stored it, whether it is the stream's response)``
+        for ``event_id``, or ``None``."""
         session, sep, entry = event_id.partition("/")
         if not sep or not entry:
             return None
@@ -126,7 +128,9 @@ class RedisEventStore(EventStore):
         if not found:
             return None
         fields = found[0][1] or {}
-        return session, entry, text(fields.get(b"s", b"")), text(fields.get(b"r", b""))
+        data = fields.get(b"d", b"")
+        final = bool(data) and json.loads(data).get("method") is None
+        return session, entry, text(fields.get(b"s", b"")), text(fields.get(b"r", b"")), final
 
     async def last_writer(self, session_id: str, stream: str) -> str | None:
         """The replica that stored the latest event on ``stream`` of ``session_id``, if any is kept."""
@@ -145,8 +149,8 @@ class RedisEventStore(EventStore):
         """
         session, _, entry = last_event_id.partition("/")
         found = await self.locate(last_event_id)
-        if found is None:
-            return
+        if found is None or found[4]:
+            return  # unknown, or the response itself: the stream is over
         stream = found[2]
         key = events_key(session)
         while True:

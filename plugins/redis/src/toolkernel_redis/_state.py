@@ -108,17 +108,23 @@ class RedisBroadcast:
 
     async def read(self) -> None:
         """Deliver the channel's messages until cancelled, reconnecting while Redis is away."""
+        away = False
         while True:
             pubsub = self._state.client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(CHANNEL)
+                if away:
+                    logger.warning("broadcast from %s: reconnected", self._state.url)
+                    away = False
                 async for raw in pubsub.listen():
                     if raw.get("type") == "message":
                         self.deliver(json.loads(raw["data"]))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("broadcast from %s interrupted (%s); reconnecting", self._state.url, exc)
+                if not away:
+                    logger.warning("broadcast from %s interrupted (%s); reconnecting", self._state.url, exc)
+                    away = True
                 await asyncio.sleep(0.5)
             finally:
                 with contextlib.suppress(Exception):

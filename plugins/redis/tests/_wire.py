@@ -1,0 +1,71 @@
+"""Raw Streamable HTTP for the tests: open a session on one replica, send requests to others."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2 as httpx
+
+VERSION = "2025-11-25"
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def initialize_body() -> dict[str, Any]:
+    """An ``initialize`` request."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+
+
+def open_session(client: httpx.Client, url: str) -> dict[str, str]:
+    """``initialize`` at ``url``; the headers every later request of the session carries."""
+    response = client.post(url, headers=ACCEPT, json=initialize_body())
+    assert response.status_code == 200, response.text
+    headers = {
+        **ACCEPT,
+        "mcp-session-id": response.headers["mcp-session-id"],
+        "mcp-protocol-version": VERSION,
+    }
+    done = client.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert done.status_code == 202, done.text
+    return headers
+
+
+def call(name: str, arguments: dict[str, Any], request_id: int = 1) -> dict[str, Any]:
+    """A ``tools/call`` request body."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": {"progressToken": request_id}},
+    }
+
+
+def events(lines: Iterator[str]) -> Iterator[tuple[str | None, dict[str, Any] | None]]:
+    """``(id, message)`` of each SSE event read from ``lines`` (``None`` message: a priming event)."""
+    event_id: str | None = None
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data or event_id is not None:
+                text = "\n".join(data)
+                yield event_id, (json.loads(text) if text.strip() else None)
+            event_id, data = None, []
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+
+
+def result_text(message: dict[str, Any]) -> str:
+    """The first text block of a ``tools/call`` response."""
+    return str(message["result"]["content"][0]["text"])
