@@ -14,7 +14,8 @@ toolkernel-redis). It provides four stores, each a contract of its own:
   on which the kernel builds the notification bus (``notify_updated``, ``list_changed``,
   ``subscriptions/listen``), task signals (cancel, answers) and stream hand-over;
 - a **task store** (:class:`~toolkernel.tasks.TaskStore`) so ``tasks/get`` answers from
-  any replica.
+  any replica, and optionally a **task queue** (:class:`TaskQueue`) whose jobs every
+  replica's worker takes, so a task outlives the replica that accepted it.
 
 Every operation that needs the backend and cannot reach it raises
 :class:`StoreUnavailable` within :data:`STORE_TIMEOUT_S`, naming the store, so a
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 __all__ = [
     "STORE_TIMEOUT_S",
     "Broadcast",
+    "QueuedJob",
+    "TaskQueue",
     "BroadcastSubscriptionBus",
     "EventLog",
     "InMemorySessionRegistry",
@@ -144,6 +147,35 @@ class Broadcast(Protocol):
 
 
 @runtime_checkable
+class QueuedJob(Protocol):
+    """A job a worker took from a :class:`TaskQueue`; held by that worker until :meth:`done`."""
+
+    data: dict[str, Any]
+
+    async def done(self) -> None:
+        """The job is over (whatever its outcome): no other worker will run it."""
+        ...
+
+
+@runtime_checkable
+class TaskQueue(Protocol):
+    """Task bodies waiting for a worker, delivered at least once.
+
+    A job taken by a worker stays that worker's while the worker lives (the backend
+    renews its claim); if the worker's process dies, another worker takes the job again
+    after a delay, so a job may run more than once.
+    """
+
+    async def put(self, data: dict[str, Any]) -> None:
+        """Queue a job (JSON-serializable)."""
+        ...
+
+    def take(self) -> AsyncIterator[QueuedJob]:
+        """The jobs this process's worker should run, as they come, until cancelled."""
+        ...
+
+
+@runtime_checkable
 class EventLog(Protocol):
     """The SDK's ``EventStore`` contract (``store_event``, ``replay_events_after``), plus release.
 
@@ -175,6 +207,8 @@ class SharedState(Protocol):
     sessions: SessionRegistry
     broadcast: Broadcast
     tasks: TaskStore
+    queue: TaskQueue | None
+    """Where task bodies wait for a worker; ``None``: a task runs in the process that accepted it."""
 
     def event_store(
         self, *, max_events: int, max_bytes: int, max_session_bytes: int, max_age_s: float
@@ -266,6 +300,7 @@ class MemorySharedState:
         self.sessions: SessionRegistry = InMemorySessionRegistry()
         self.broadcast: Broadcast = InMemoryBroadcast()
         self.tasks: TaskStore = InMemoryTaskStore()
+        self.queue: TaskQueue | None = None
 
     def event_store(
         self, *, max_events: int, max_bytes: int, max_session_bytes: int, max_age_s: float

@@ -189,6 +189,36 @@ def test_a_stream_whose_replica_died_replays_every_written_event_elsewhere(own_c
     assert "send the request again" in seen[-1]["error"]["message"]
 
 
+def test_a_task_outlives_the_replica_running_it(own_cluster: Cluster) -> None:
+    store = redis.Redis.from_url(own_cluster.redis.url)
+    by_pid = {r.process.pid: r for r in own_cluster.replicas}
+    with httpx.Client(timeout=30) as http:
+        arguments = {"a": 2, "b": 3, "delay_s": 3}
+        call = {"name": "slow_sum", "arguments": arguments}
+        created = wire.modern(http, own_cluster.balancer.url, "tools/call", call)["result"]
+        assert created["status"] == "working"
+        deadline = time.monotonic() + 20
+        runner = None
+        while runner is None:  # which replica's worker took the job (consumers are host-pid-random)
+            pending = store.xpending_range("toolkernel:task-queue", "workers", "-", "+", 10)
+            if pending:
+                runner = by_pid[int(pending[0]["consumer"].decode().split("-")[-2])]
+            else:
+                assert time.monotonic() < deadline, "no worker took the task"
+                time.sleep(0.1)
+        runner.kill()
+        survivor = next(r for r in own_cluster.replicas if r is not runner)
+        deadline = time.monotonic() + 30
+        while True:
+            state = wire.modern(http, survivor.url, "tasks/get", {"taskId": created["taskId"]})["result"]
+            if state["status"] != "working":
+                break
+            assert time.monotonic() < deadline, "the task never completed after its replica died"
+            time.sleep(0.3)
+    assert state["status"] == "completed", state
+    assert state["result"]["content"][0]["text"] == "5", state
+
+
 def test_redis_down_fails_fast_with_503_naming_the_store_then_recovers(own_cluster: Cluster) -> None:
     replica = own_cluster.replicas[0]
     stateless = Replica(

@@ -57,6 +57,7 @@ class MCPHTTPApp(Starlette):
     sessions: SessionTable | None
     options: HTTPServerOptions
     shared_state: SharedState | None
+    serving: ServingApp | None
 
     def end_streams(self) -> None:
         """End open GET streams now, so a stopping server need not wait out their clients.
@@ -73,6 +74,9 @@ class MCPHTTPApp(Starlette):
         async with contextlib.AsyncExitStack() as stack:
             if self.shared_state is not None:
                 await stack.enter_async_context(self.shared_state.run())
+                worker = getattr(self.serving, "task_worker", None)
+                if self.shared_state.queue is not None and worker is not None:
+                    await stack.enter_async_context(worker(self.shared_state.queue))
             await stack.enter_async_context(self.session_manager.run())
             if self.sessions is not None:
                 await stack.enter_async_context(self.sessions.run())
@@ -190,6 +194,7 @@ def asgi_app(
     app.sessions = sessions
     app.options = opts
     app.shared_state = shared
+    app.serving = serving
     app.state.started = False
     app.router.lifespan_context = app.lifespan
     hosts, origins = _allowed(opts, host)
@@ -235,7 +240,7 @@ def _share(target: Any, url: str) -> tuple[ServingApp, SharedState]:
     state = server.kernel.shared_state(url)
     if state.shared:
         server.subscription_bus = BroadcastSubscriptionBus(state.broadcast)
-        app.tasks.share(state.tasks, state.broadcast)
+        app.tasks.share(state.tasks, state.broadcast, state.queue)
     return app, state
 
 

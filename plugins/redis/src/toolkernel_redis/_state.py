@@ -13,15 +13,25 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
 from typing import Any
 
-from toolkernel.shared_state import Broadcast, SessionRecord, SessionRegistry, StoreUnavailable, redact_url
+from toolkernel.shared_state import (
+    Broadcast,
+    SessionRecord,
+    SessionRegistry,
+    StoreUnavailable,
+    TaskQueue,
+    redact_url,
+)
 from toolkernel.tasks import TaskRecord, TaskStore
 from toolkernel_redis._client import PREFIX, connect, guarded
 from toolkernel_redis._events import RedisEventStore, events_key, sizes_key
+from toolkernel_redis._queue import RedisTaskQueue
 
 logger = logging.getLogger("toolkernel.redis")
 
@@ -139,12 +149,13 @@ class RedisSharedState:
     def __init__(self, url: str) -> None:
         self.url = redact_url(url)
         self.client = connect(url)
-        self.replica = uuid.uuid4().hex[:12]
-        """This process's name among the replicas."""
+        self.replica = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        """This process's name among the replicas (host and pid first, for operators)."""
         self.sessions: SessionRegistry = RedisSessionRegistry(self)
         self.bus = RedisBroadcast(self)
         self.broadcast: Broadcast = self.bus
         self.tasks: TaskStore = RedisTaskStore(self)
+        self.queue: TaskQueue | None = RedisTaskQueue(self)
 
     async def guard(self, call: Any) -> Any:
         """Await a Redis call, raising :class:`StoreUnavailable` naming this store when Redis is away."""
