@@ -814,9 +814,8 @@ def test_guide_disable_and_load_only_by_name(hello_installed, monkeypatch):
     monkeypatch.setenv("TOOLKERNEL_LOAD_PLUGINS", "stdio,commands,toolkernel-hello")
     infos = {p.name: p for p in toolkernel.Kernel().plugins()}
     assert infos["toolkernel-hello"].status == "loaded"
-    assert all(
-        i.status == "disabled" for n, i in infos.items() if n not in ("stdio", "commands", "toolkernel-hello")
-    )
+    builtins = ("stdio", "commands", "memory-state")
+    assert all(i.status == "disabled" for n, i in infos.items() if n not in (*builtins, "toolkernel-hello"))
 
 
 def test_guide_broken_plugin_is_reported_and_strict_mode_makes_it_fatal(
@@ -993,7 +992,7 @@ def test_cli_plugins_json(capsys, monkeypatch):
     monkeypatch.setenv("TOOLKERNEL_LOAD_PLUGINS", "stdio,commands")
     assert main(["plugins", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [p["name"] for p in listed if p["status"] == "loaded"] == ["stdio", "commands"]
+    assert [p["name"] for p in listed if p["status"] == "loaded"] == ["stdio", "commands", "memory-state"]
     assert set(listed[0]) == {
         "name",
         "origin",
