@@ -28,6 +28,7 @@ from toolkernel.registries import (
     KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
+    ReaderRegistry,
     Registry,
     RerankerRegistry,
     ResourceRegistry,
@@ -317,6 +318,11 @@ class Kernel:
     def chunkers(self) -> ChunkerRegistry:
         """Chunker factories by name."""
         return self._collect("register_chunkers", ChunkerRegistry(self._origin_of))
+
+    @cached_property
+    def readers(self) -> ReaderRegistry:
+        """File readers by name, each with the suffixes it reads."""
+        return self._collect("register_readers", ReaderRegistry(self._origin_of))
 
     @cached_property
     def kb_extensions(self) -> KBExtensionRegistry:
@@ -618,6 +624,7 @@ _REGISTRY_ATTRS = (
     "embedders",
     "rerankers",
     "chunkers",
+    "readers",
     "kb_extensions",
     "entity_extractors",
     "tools",

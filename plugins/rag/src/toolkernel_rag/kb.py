@@ -2,9 +2,15 @@
 
 :meth:`KnowledgeBase.open` reads the manifest (or writes it, creating the knowledge base)
 and refuses a mismatch: asking for another embedder than the one the vectors came from is
-an error, never silent garbage. :meth:`KnowledgeBase.search` runs dense, sparse or hybrid
-retrieval over documents (or an extension's mode), fuses by reciprocal rank, reranks when
-asked, and hydrates chunks from the catalog.
+an error, never silent garbage. A knowledge base is opened either **writable** (one process
+at a time: it holds the writer lock, owns the embedded vector store and saves derived data)
+or **read-only** (any number of processes: nothing is written; an embedded store's vectors
+are read from the catalog, and a background thread follows the catalog's generation and
+swaps in whole new views, see :mod:`toolkernel_rag.view`).
+
+:meth:`KnowledgeBase.search` runs dense, sparse or hybrid retrieval over documents (or an
+extension's mode), fuses by reciprocal rank, reranks when asked, and hydrates chunks from
+the catalog.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import anyio
 import anyio.to_thread
 from opentelemetry import trace
 
-from toolkernel.filters import coerce_filter, matches, require_supported
+from toolkernel.filters import ALL_OPERATORS, coerce_filter, matches, require_supported
 from toolkernel.knowledge import ChunkRecord, KBExtension, RetrievalRequest, ScoredChunk
 from toolkernel_rag.catalog import Catalog, DocumentRow, StoredChunk
 from toolkernel_rag.layout import (
@@ -38,9 +44,11 @@ from toolkernel_rag.layout import (
     resolve_kb,
     write_manifest,
 )
+from toolkernel_rag.locking import WriterLock
 from toolkernel_rag.settings import RagSettings
 from toolkernel_rag.shapes import BUILTIN_MODES
 from toolkernel_rag.sparse import SparseIndex
+from toolkernel_rag.view import Follower, View
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
@@ -89,13 +97,16 @@ class KnowledgeBase:
         kernel: Kernel,
         *,
         extensions: bool | Collection[str] = True,
+        writable: bool = True,
+        lock: WriterLock | None = None,
     ) -> None:
         self.directory = directory
         self.manifest = manifest
         self.kernel = kernel
-        directory.mkdir(parents=True, exist_ok=True)
-        self.catalog = Catalog(directory / CATALOG)
-        self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse)
+        self.writable = writable
+        self._lock = lock
+        self.catalog = Catalog(directory / CATALOG, writable=writable)
+        self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse, writable=writable)
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._query_embedder: Embedder | None = None
@@ -104,6 +115,9 @@ class KnowledgeBase:
         self._overfetch = (-1, 1.0)
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
+        self._extensions_generation = -1
+        self._follower: Follower | None = None
+        self._operators: frozenset[str] = ALL_OPERATORS
 
     # -- opening ---------------------------------------------------------------------
 
@@ -114,54 +128,155 @@ class KnowledgeBase:
         *,
         kernel: Kernel | None = None,
         create: bool = False,
+        writable: bool | None = None,
+        wait: float = 0.0,
         embedder: str | None = None,
         embedder_options: Mapping[str, Any] | None = None,
         store: str | None = None,
         store_options: Mapping[str, Any] | None = None,
         chunker: Mapping[str, Any] | None = None,
         extensions: bool | Collection[str] = True,
+        repair: bool = False,
     ) -> KnowledgeBase:
         """Open the knowledge base at ``name_or_path`` (created when ``create`` and absent).
+
+        ``writable`` (default: ``create``) takes the writer lock first, waiting up to ``wait``
+        seconds for another writer, and refuses with the holder's name after that. Read-only,
+        nothing in the knowledge base's directory is written and any number of processes may
+        have it open while one writes; it follows the writer's changes by itself.
 
         ``embedder``, ``store`` and ``chunker`` choose them at creation; on an existing
         knowledge base they must agree with its manifest. ``extensions``: ``True`` opens
         every registered extension, ``False`` none, a collection only those named.
+        ``repair`` (writable only) discards an embedded store's files instead of checking them,
+        for :func:`toolkernel_rag.repair.repair` to rebuild.
         """
         if kernel is None:
             from toolkernel._kernel import Kernel
 
             kernel = Kernel.from_config()
+        writable = create if writable is None else writable
         directory = resolve_kb(name_or_path)
+        if not writable:
+            manifest = read_manifest(directory)
+            if manifest is None:
+                raise _no_kb(directory, name_or_path)
+            _check_agrees(directory, manifest, embedder, store, chunker)
+            kb = cls(directory, manifest, kernel, extensions=extensions, writable=False)
+            try:
+                await kb._open_reader()
+            except BaseException:
+                await kb.aclose()
+                raise
+            return kb
+        return await cls._open_writer(
+            directory,
+            name_or_path,
+            kernel,
+            create,
+            wait,
+            extensions,
+            (embedder, embedder_options, store, store_options, chunker),
+            repair,
+        )
+
+    @classmethod
+    async def _open_writer(
+        cls,
+        directory: Path,
+        name_or_path: str | Path,
+        kernel: Kernel,
+        create: bool,
+        wait: float,
+        extensions: bool | Collection[str],
+        choices: tuple[Any, Any, Any, Any, Any],
+        repair: bool,
+    ) -> KnowledgeBase:
+        """Check the choices, take the writer lock, then open (or create) the knowledge base.
+
+        Nothing is created on disk until the embedder, store and chunker named are known to
+        exist; a directory this call created is removed again when opening fails.
+        """
+        embedder, embedder_options, store, store_options, chunker = choices
         manifest = read_manifest(directory)
         if manifest is None:
             if not create:
-                raise KBError(
-                    f"no knowledge base at {str(directory)!r}: create it with "
-                    f"'toolkernel kb ingest SOURCE --kb {name_or_path}'"
-                )
+                raise _no_kb(directory, name_or_path)
             manifest = await _new_manifest(
                 directory, kernel, embedder, embedder_options, store, store_options, chunker
             )
-        else:
-            _check_agrees(directory, manifest, embedder, store, chunker)
-        kb = cls(directory, manifest, kernel, extensions=extensions)
+        created = _make_directory(directory)
+        lock = WriterLock(directory)
+        kb: KnowledgeBase | None = None
         try:
-            await kb._open_parts()
+            lock.acquire(wait)
+            recorded = read_manifest(directory)  # another writer may have created it meanwhile
+            if recorded is not None:
+                _check_agrees(directory, recorded, embedder, store, chunker)
+                manifest = recorded
+                if not (directory / CATALOG).is_file():
+                    raise KBError(
+                        f"knowledge base {str(directory)!r}: {CATALOG} is missing, so its documents are "
+                        f"gone; delete it (toolkernel kb delete --kb {name_or_path}) and ingest again"
+                    )
+            kb = cls(directory, manifest, kernel, extensions=extensions, writable=True, lock=lock)
+            await kb._open_writer_parts(repair)
+            if recorded is None:
+                write_manifest(directory, manifest)
+            return kb
         except BaseException:
-            await kb.aclose()
+            if kb is not None:
+                await kb.aclose()
+            lock.release()
+            if created:
+                _remove_unfinished(directory)
             raise
-        if read_manifest(directory) is None:
-            write_manifest(directory, manifest)
-        return kb
 
-    async def _open_parts(self) -> None:
+    async def _open_writer_parts(self, repair: bool) -> None:
+        from toolkernel_rag.repair import check_store, wipe_embedded_store
+
+        if repair:
+            wipe_embedded_store(self.directory, self.manifest.store.options)
         store = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
         self._store = store
-        await store.create_index(self.manifest.store.index, self.manifest.embedder.dimension, "cosine")
+        if repair:
+            await store.create_index(self.index, self.manifest.embedder.dimension, "cosine")
+        else:
+            await check_store(self)
+        self._open_extensions()
+
+    async def _open_reader(self) -> None:
+        """Open the store when it is shared (a server), load the first view, follow the catalog."""
+        options = _store_options(self)
+        if not self.embedded_store:
+            self._store = self.kernel.vector_store(self.manifest.store.name, **options)
+        elif _is_directory(options["path"]):
+            # Made only to learn its filter operators (an embedded store opens its files on first use).
+            probe = self.kernel.vector_store(self.manifest.store.name, **options)
+            self._operators = frozenset(probe.supported_filter_operators)
+            await probe.aclose()
+        self._follower = Follower(self)
+        await anyio.to_thread.run_sync(self._follower.load_first)
+        self._follower.start()
+        self._open_extensions()
+
+    def _open_extensions(self) -> None:
         enabled = self._enabled_extensions
         for entry in self.kernel.kb_extensions.entries():
             if enabled is True or (not isinstance(enabled, bool) and entry.name in enabled):
                 self.extensions[entry.name] = entry.value(_ExtensionContext(self, entry.name))
+        self._extensions_generation = self._follower.view.generation if self._follower else -1
+
+    async def _follow_extensions(self, view: View) -> None:
+        """A reader reopens its extensions when the view moves on, so they reload their state."""
+        if self._extensions_generation == view.generation or not self.extensions:
+            return
+        old = self.extensions
+        self.extensions = {}
+        self._open_extensions()
+        self._extensions_generation = view.generation
+        for extension in old.values():
+            await extension.aclose()
 
     async def __aenter__(self) -> KnowledgeBase:
         return self
@@ -170,7 +285,10 @@ class KnowledgeBase:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close extensions, the store and the catalog."""
+        """Stop following, close extensions, the store and the catalog; release the writer lock."""
+        if self._follower is not None:
+            await anyio.to_thread.run_sync(self._follower.stop)
+            self._follower = None
         for extension in self.extensions.values():
             await extension.aclose()
         self.extensions.clear()
@@ -178,6 +296,23 @@ class KnowledgeBase:
             await self._store.aclose()
             self._store = None
         self.catalog.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    @property
+    def embedded_store(self) -> bool:
+        """Whether the vector store keeps its files on this machine (a ``path``): then only the
+        writer opens it, and readers rank the catalog's vectors themselves."""
+        return "path" in self.manifest.store.options
+
+    def require_writable(self, action: str) -> None:
+        """Refuse ``action`` on a knowledge base opened read-only."""
+        if not self.writable:
+            raise KBError(
+                f"knowledge base {self.name!r} is open read-only: {action} needs "
+                "KnowledgeBase.open(..., writable=True), which takes the writer lock"
+            )
 
     # -- parts -------------------------------------------------------------------------
 
@@ -187,9 +322,22 @@ class KnowledgeBase:
 
     @property
     def store(self) -> VectorStore:
+        """The vector store; a reader of an embedded store has none (it ranks the catalog's vectors)."""
         if self._store is None:
+            if not self.writable and self.catalog is not None:
+                raise KBError(
+                    f"knowledge base {self.name!r} is open read-only and its store is embedded: only the "
+                    "writer opens the store; open with writable=True"
+                )
             raise KBError(f"knowledge base {self.name!r} is closed")
         return self._store
+
+    @property
+    def supported_filter_operators(self) -> frozenset[str]:
+        """The filter operators search accepts: the store's (a reader keeps the writer's set)."""
+        if self._store is not None:
+            return frozenset(self._store.supported_filter_operators)
+        return self._operators
 
     @property
     def index(self) -> str:
@@ -209,17 +357,23 @@ class KnowledgeBase:
             self._embedder = embedder
         return self._embedder
 
-    def chunker(self, kind: str) -> Chunker:
-        """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest."""
+    def chunker(self, kind: str, language: str | None = None) -> Chunker:
+        """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest.
+
+        ``auto`` cuts a ``code`` document with the grammar of its ``language``.
+        """
         from toolkernel_rag.chunking import chunker_for
 
         spec = dict(self.manifest.chunker)
         name = spec.pop("name")
         if name == "auto":
             name = chunker_for(kind)
-        if name not in self._chunkers:
-            self._chunkers[name] = self.kernel.chunker(name, **spec)
-        return self._chunkers[name]
+            if name == "code" and language:
+                spec["language"] = language
+        key = f"{name}:{spec.get('language', '')}" if name == "code" else name
+        if key not in self._chunkers:
+            self._chunkers[key] = self.kernel.chunker(name, **spec)
+        return self._chunkers[key]
 
     def reranker(self, name: str) -> Reranker:
         if name not in self._rerankers:
@@ -308,7 +462,10 @@ class KnowledgeBase:
             raise KBError(f"search mode {mode!r} takes no options; got {sorted(options)}")
         parsed = coerce_filter(filter)
         if parsed is not None:
-            require_supported(self.store.name, self.store.supported_filter_operators, parsed)
+            require_supported(self.manifest.store.name, self.supported_filter_operators, parsed)
+        view = self._current_view()
+        if view is not None:
+            await self._follow_extensions(view)
         wanted = max(top_k, rerank_depth) if rerank else top_k
         vector_cache: list[list[float]] = []
 
@@ -321,14 +478,14 @@ class KnowledgeBase:
             started = time.perf_counter()
             span.set_attribute("kb.mode", mode)
             if mode == "dense":
-                ranked = _chunks(await self._dense(await query_vector(), wanted, filter, fill=True))
+                ranked = _chunks(await self._dense(view, await query_vector(), wanted, filter, fill=True))
             elif mode == "sparse":
-                ranked = _chunks(self._sparse(query, wanted, filter))
+                ranked = _chunks(self._sparse(view, query, wanted, filter))
             elif mode == "hybrid":
-                ranked = _chunks(await self._hybrid(query, query_vector, wanted, filter, depth))
+                ranked = _chunks(await self._hybrid(view, query, query_vector, wanted, filter, depth))
             else:
                 ranked = await self._extension_mode(
-                    mode, query, query_vector, wanted, filter, depth, options or {}
+                    view, mode, query, query_vector, wanted, filter, depth, options or {}
                 )
             span.set_attribute("kb.candidates", len(ranked))
             span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
@@ -337,8 +494,18 @@ class KnowledgeBase:
             hits = await self._rerank(rerank, query, hits)
         return hits[:top_k]
 
+    def _current_view(self) -> View | None:
+        """A reader's view of one catalog generation (``None`` for a writer, which reads live)."""
+        return self._follower.view if self._follower is not None else None
+
     async def _dense(
-        self, vector: list[float], top_k: int, filter: Mapping[str, Any] | None, *, fill: bool = False
+        self,
+        view: View | None,
+        vector: list[float],
+        top_k: int,
+        filter: Mapping[str, Any] | None,
+        *,
+        fill: bool = False,
     ) -> list[tuple[str, ScoredChunk]]:
         """The ``top_k`` best documents by their best chunk's similarity, as ``(document id, chunk)``.
 
@@ -350,7 +517,10 @@ class KnowledgeBase:
         """
         fetch = math.ceil(top_k * self._chunks_per_document())
         while True:
-            results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
+            if view is not None and view.dense is not None:
+                results: Sequence[Any] = view.dense.query(vector, fetch, filter)
+            else:
+                results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
             best: dict[str, ScoredChunk] = {}
             for r in results:
                 document_id = str(r.metadata.get("document_id", r.id))
@@ -372,13 +542,15 @@ class KnowledgeBase:
         return self._overfetch[1]
 
     def _sparse(
-        self, query: str, top_k: int, filter: Mapping[str, Any] | None
+        self, view: View | None, query: str, top_k: int, filter: Mapping[str, Any] | None
     ) -> list[tuple[str, ScoredChunk]]:
-        self.sparse.refresh(self.catalog)
-        return self.sparse.search(query, top_k, _allowed(filter))
+        if view is None:
+            self.sparse.refresh(self.catalog)
+        return self.sparse.search(query, top_k, _allowed(filter), view.sparse if view else None)
 
     async def _hybrid(
         self,
+        view: View | None,
         query: str,
         query_vector: Callable[[], Awaitable[list[float]]],
         top_k: int,
@@ -393,12 +565,15 @@ class KnowledgeBase:
 
         # BM25 runs in a thread while the query is embedded in another: the two take turns on
         # the GIL only for their Python parts, so the sparse side costs (almost) no wall time.
-        self.sparse.refresh(self.catalog)
+        if view is None:
+            self.sparse.refresh(self.catalog)
         allowed = _allowed(filter)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(embed)
-            sparse = await anyio.to_thread.run_sync(self.sparse.search, query, n, allowed)
-        dense = await self._dense(vector[0], n, filter)
+            sparse = await anyio.to_thread.run_sync(
+                self.sparse.search, query, n, allowed, view.sparse if view else None
+            )
+        dense = await self._dense(view, vector[0], n, filter)
         with _tracer.start_as_current_span("kb.fuse") as span:
             fused = reciprocal_rank_fusion([dense, sparse], k=RRF_K)
             span.set_attribute("kb.dense", len(dense))
@@ -408,6 +583,7 @@ class KnowledgeBase:
 
     async def _extension_mode(
         self,
+        view: View | None,
         mode: str,
         query: str,
         query_vector: Callable[[], Awaitable[list[float]]],
@@ -421,7 +597,7 @@ class KnowledgeBase:
             raise KBError(f"search mode {mode!r} is not available; modes: {', '.join(self.modes)}")
 
         async def seeds(k: int) -> list[ScoredChunk]:
-            return _chunks(await self._hybrid(query, query_vector, k, filter, max(k, depth)))
+            return _chunks(await self._hybrid(view, query, query_vector, k, filter, max(k, depth)))
 
         request = RetrievalRequest(query, top_k, filter, seeds, query_vector, dict(options))
         return (await owner.retrieve(mode, request))[:top_k]
@@ -491,7 +667,8 @@ class _ExtensionContext:
     @property
     def directory(self) -> Path:
         path = self._kb.directory / EXTENSIONS_DIR / self._extension
-        path.mkdir(parents=True, exist_ok=True)
+        if self._kb.writable:  # a reader never writes into the knowledge base, not even a folder
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     @property
@@ -529,8 +706,16 @@ async def _new_manifest(
     embedder_name = embedder or settings.embedder
     if embedder_options is None and embedder is None:
         embedder_options = settings.embedder_options
-    made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
+    try:
+        made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
+    except LookupError as exc:
+        raise KBError(f"--embedder {embedder_name!r}: {_message(exc)}") from None
     store_name = store or settings.store
+    if store_name not in kernel.vector_stores:
+        raise KBError(
+            f"--store {store_name!r}: no vector store of that name "
+            f"(installed: {', '.join(sorted(kernel.vector_stores)) or 'none'})"
+        )
     options = dict(store_options if store_options is not None else settings.store_options)
     if store_name == DEFAULT_STORE and not options:
         options = {"path": STORE_DIR}
@@ -555,8 +740,42 @@ async def _new_manifest(
     # Check the chunker's options now, not on the first document.
     probe = dict(chunker_spec)
     kind = probe.pop("name")
-    kernel.chunker("recursive" if kind == "auto" else kind, **probe)
+    try:
+        kernel.chunker("recursive" if kind == "auto" else kind, **probe)
+    except LookupError as exc:
+        raise KBError(f"--chunker {kind!r}: {_message(exc)}") from None
     return manifest
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message without the quotes ``KeyError`` adds."""
+    return str(exc.args[0]) if exc.args else type(exc).__name__
+
+
+def _no_kb(directory: Path, name_or_path: str | Path) -> KBError:
+    return KBError(
+        f"no knowledge base at {str(directory)!r}: create it with "
+        f"'toolkernel kb ingest SOURCE --kb {name_or_path}'"
+    )
+
+
+def _make_directory(directory: Path) -> bool:
+    """Make the knowledge base's directory; whether it did not exist before."""
+    existed = directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    return not existed
+
+
+def _is_directory(path: str) -> bool:
+    return Path(path).is_dir()
+
+
+def _remove_unfinished(directory: Path) -> None:
+    """Remove a directory a failed creation left, unless something else finished creating it."""
+    import shutil
+
+    if read_manifest(directory) is None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def rag_settings(kernel: Kernel) -> RagSettings:
