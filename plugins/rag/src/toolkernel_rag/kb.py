@@ -401,9 +401,39 @@ class KnowledgeBase:
         return self._chunkers[key]
 
     def reranker(self, name: str) -> Reranker:
+        """The reranker ``name``, made once; one that cannot work here is a :class:`KBError` saying why.
+
+        A reranker may have a ``check()`` method that raises when it cannot work in this
+        deployment (the cross-encoder without its model files); it is called before first use.
+        """
         if name not in self._rerankers:
-            self._rerankers[name] = self.kernel.reranker(name)
+            from pydantic import ValidationError
+
+            try:
+                made = self.kernel.reranker(name)
+                check = getattr(made, "check", None)
+                if callable(check):
+                    check()
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors()
+                )
+                raise KBError(f"reranker {name!r} cannot be used here: {problems}") from None
+            except (ValueError, LookupError, OSError) as exc:
+                raise KBError(f"reranker {name!r} cannot be used here: {exc}") from None
+            self._rerankers[name] = made
         return self._rerankers[name]
+
+    def usable_rerankers(self) -> list[str]:
+        """The registered rerankers that can work in this deployment (made and checked without error)."""
+        usable = []
+        for name in self.kernel.rerankers:
+            try:
+                self.reranker(name)
+            except KBError:
+                continue
+            usable.append(name)
+        return usable
 
     @property
     def modes(self) -> list[str]:
