@@ -536,7 +536,7 @@ async def test_hook_register_kb_extensions(tmp_path):
             found = await client.call_tool("search", {"query": "quickstart reference", "mode": "title"})
     assert "title" in search.input_schema["properties"]["mode"]["enum"]
     # old.md was deleted (the extension heard of it), ref.md is outside the mandatory filter.
-    assert [h["document_id"] for h in found.structured_content["results"]] == ["quick.md"]
+    assert [h["document_id"] for h in found.structured_content["results"]] == ["docs/quick.md"]
 
 
 @pytest.mark.anyio

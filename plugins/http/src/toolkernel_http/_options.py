@@ -102,6 +102,15 @@ class HTTPServerOptions(BaseModel):
         gt=0,
         description="Seconds a connection has to send complete request headers (408 after); None: no limit.",
     )
+    max_header_bytes: int | None = Field(
+        64 * 1024,
+        gt=0,
+        description="Bytes of request line and headers one request may send (431 after, before any "
+        "body or token is read); None: no limit.",
+    )
+    max_headers: int | None = Field(
+        100, gt=0, description="Request headers one request may send (431 past it); None: no limit."
+    )
     max_connections: int | None = Field(
         1_000,
         gt=0,
