@@ -172,3 +172,54 @@ def test_a_catastrophic_regex_filter_in_hybrid_mode_never_stalls_ping(served: St
     assert result["isError"] is False, result
     # Only the plain title is a run of words; the others end in '!' and match on neither side.
     assert [h["source"]["title"] for h in result["structuredContent"]["results"]] == ["solar panels"]
+
+
+def _refused(reply: dict[str, Any]) -> str:
+    """The text of an isError tool result."""
+    result = reply["result"]
+    assert result["isError"] is True, result
+    text = result["content"][0]["text"]
+    assert isinstance(text, str)
+    return text
+
+
+@pytest.mark.parametrize("size", [4 * 1024 * 1024, 8 * 1024 * 1024])
+def test_a_huge_query_is_refused_by_its_limit_and_ping_keeps_answering(
+    served: StdioServer, size: int
+) -> None:
+    reply, _ = _search_while_pinging(served, {"query": "solar " * (size // 6)})
+    text = _refused(reply)
+    assert f"query: {size // 6 * 6} characters, over max_query_chars (10000)" in text, text[:300]
+    assert len(text) < 500, "the refusal names the limit; it does not echo the input"
+
+
+def test_a_filter_of_20000_branches_is_refused_by_its_limit(served: StdioServer) -> None:
+    huge_or = {"$or": [{"title": f"t{i}"} for i in range(20_000)]}
+    reply, _ = _search_while_pinging(served, {"query": "solar panels", "filter": huge_or})
+    text = _refused(reply)
+    assert "filter.$or: 20000 filters, over max_branches (100)" in text, text[:300]
+
+
+def test_limits_are_options(pg_kb: Path, tmp_path: Path) -> None:
+    """``[plugins.rag]`` sets them: a 20-character query limit, and 200 branches for a 151-branch filter."""
+    wide_or = {"$or": [{"title": f"t{i}"} for i in range(150)] + [{"title": "solar panels"}]}
+    config = tmp_path / "toolkernel.toml"
+    config.write_text(
+        "[plugins.rag]\nmax_query_chars = 20\n[plugins.rag.filter_limits]\nmax_branches = 200\n"
+    )
+    argv = [TOOLKERNEL, "--config", str(config), "kb", "serve", "--kb", str(pg_kb)]
+    server = StdioServer(argv, tmp_path / "stderr.log")
+    try:
+        client = {"name": "hostile-inputs", "version": "1"}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+        assert "result" in server.request("initialize", init)
+        reply = server.request("tools/call", {"name": "search", "arguments": {"query": "x" * 21}})
+        assert "over max_query_chars (20)" in _refused(reply)
+        arguments = {"query": "solar panels", "filter": wide_or}
+        reply = server.request("tools/call", {"name": "search", "arguments": arguments})
+        assert reply["result"]["isError"] is False, reply
+        assert [h["source"]["title"] for h in reply["result"]["structuredContent"]["results"]] == [
+            "solar panels"
+        ]
+    finally:
+        server.close()

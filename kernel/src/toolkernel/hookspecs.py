@@ -33,10 +33,12 @@ if TYPE_CHECKING:
         KBExtensionRegistry,
         MiddlewareRegistry,
         PromptRegistry,
+        ReaderRegistry,
         RerankerRegistry,
         ResourceRegistry,
         ServerTransportRegistry,
         SettingsRegistry,
+        SharedStateRegistry,
         ToolRegistry,
         VectorStoreRegistry,
     )
@@ -61,10 +63,12 @@ __all__ = [
     "register_entity_extractors",
     "register_kb_extensions",
     "register_prompts",
+    "register_readers",
     "register_rerankers",
     "register_resources",
     "register_server_transports",
     "register_settings",
+    "register_shared_state",
     "register_tool_middleware",
     "register_tools",
     "register_vector_stores",
@@ -107,6 +111,25 @@ def register_client_transports(registry: ClientTransportRegistry) -> None:
     Example: ``docs/examples/hooks/tcp_transport.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_shared_state(registry: SharedStateRegistry) -> None:
+    """Add shared-state backends: where replicas of one server keep what they share.
+
+    :param registry: ``registry.add(scheme, factory)``; ``factory(url)`` returns a
+        :class:`~toolkernel.shared_state.SharedState` for URLs ``scheme://...``: an event
+        store for resumable streams, a session registry, a broadcast to every replica and
+        a task store. ``kernel.shared_state(url)`` builds one; toolkernel-http uses it when
+        ``[plugins.http] shared_state`` (``TOOLKERNEL_HTTP_SHARED_STATE``) is set. The
+        built-in ``memory`` backend (one process, nothing shared) is registered through
+        this hook; toolkernel-redis adds ``redis``. Import the backend's client library
+        inside the factory, never at module level.
+
+    Example: ``docs/examples/hooks/register_shared_state.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.3
     """
 
 
@@ -204,6 +227,22 @@ def register_chunkers(registry: ChunkerRegistry) -> None:
     Example: ``docs/examples/hooks/register_chunkers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_readers(registry: ReaderRegistry) -> None:
+    """Add readers: what turns a file of some type into documents (text and metadata) to chunk.
+
+    :param registry: ``registry.add(name, reader, suffixes=[".ext", ...])``; ``reader`` is a
+        :class:`~toolkernel.readers.Reader` or a function ``read(path)`` yielding
+        :class:`~toolkernel.readers.ReadDocument` s. ``kb ingest`` reads each file with the
+        reader of its suffix; the suffix ``""`` claims files without one whose content is
+        text. A suffix claimed by two readers is rejected, naming both.
+
+    Example: ``docs/examples/hooks/register_readers.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.3
     """
 
 

@@ -49,7 +49,9 @@ class HTTPServerTransport:
         opts = self.http_options
         config = uvicorn.Config(
             asgi,
-            http=guarded_protocol(opts.header_timeout_s, opts.max_connections),
+            http=guarded_protocol(
+                opts.header_timeout_s, opts.max_connections, opts.max_header_bytes, opts.max_headers
+            ),
             log_level=self.http_options.log_level,
             lifespan="on",
             timeout_graceful_shutdown=int(self.http_options.shutdown_grace_s),
@@ -84,11 +86,19 @@ class HTTPServerTransport:
 
     def _describe(self) -> str:
         if not self.streamable:
-            return "legacy SSE"
+            return f"legacy SSE ({self._auth().removeprefix(', ')})"
         mode = "stateless" if self.http_options.stateless else "stateful"
         body = "JSON" if self.http_options.json_response else "SSE"
         legacy = f", legacy SSE at {self.http_options.sse_path}" if self.http_options.legacy_sse else ""
-        return f"Streamable HTTP ({mode}, {body} responses{legacy})"
+        return f"Streamable HTTP ({mode}, {body} responses{legacy}{self._auth()})"
+
+    def _auth(self) -> str:
+        """How callers are authenticated, for the start-up line."""
+        auth = self.http_options.auth
+        if auth is None:
+            return ", no authentication"
+        name = auth if isinstance(auth, str) else type(auth).__name__
+        return f", authentication on: {name} tokens required"
 
 
 class LegacySSEServerTransport(HTTPServerTransport):

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from toolkernel.context import ToolContext
+from toolkernel.filters import FilterLimits, check_filter_limits
 from toolkernel.knowledge import RetrievedChunk, ServedSearch
 from toolkernel.prompts import Prompt, PromptArgument
-from toolkernel.resources import Resource, ResourceTemplate
+from toolkernel.resources import Resource, ResourcePage, ResourceTemplate
 from toolkernel.tools import Tool, ToolResult, create_tool, text_block
 from toolkernel_rag.kb import Hit, KnowledgeBase
 from toolkernel_rag.layout import KBError
@@ -63,8 +64,12 @@ class KBServerOptions:
     :param rerank_by_default: rerank when the model does not say.
     :param meta_overrides: settings a request may override through ``_meta["toolkernel/context"]``
         (a subset of :data:`OVERRIDABLE`); others are ignored.
-    :param listed_documents: how many documents ``resources/list`` shows (all are readable
-        through the template).
+    :param listed_documents: the most documents one ``resources/list`` page shows; the
+        client follows ``nextCursor`` for the rest.
+    :param max_query_chars: the longest query a search takes; a longer one is refused before
+        any work (``[plugins.rag] max_query_chars``).
+    :param filter_limits: bounds on the model's filter, checked before it is parsed
+        (``[plugins.rag.filter_limits]``); the mandatory and tenant filters are not bound.
     """
 
     mandatory_filter: Mapping[str, Any] | None = None
@@ -78,6 +83,8 @@ class KBServerOptions:
     rerank_depth: int = 50
     meta_overrides: Collection[str] = field(default_factory=frozenset)
     listed_documents: int = 1000
+    max_query_chars: int = 10_000
+    filter_limits: FilterLimits = field(default_factory=FilterLimits)
 
     def __post_init__(self) -> None:
         unknown = set(self.meta_overrides) - OVERRIDABLE
@@ -94,6 +101,22 @@ def effective_filter(*parts: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not present:
         return None
     return present[0] if len(present) == 1 else {"$and": present}
+
+
+def check_search_input(query: Any, model_filter: Any, options: KBServerOptions, where: str = "") -> None:
+    """Refuse a query or a model's filter over the server's limits before any work is done on them.
+
+    :raises KBError: naming the limit, e.g. ``query: 4194304 characters, over max_query_chars (10000)``.
+    """
+    if isinstance(query, str) and len(query) > options.max_query_chars:
+        raise KBError(
+            f"{where}query: {len(query)} characters, over max_query_chars ({options.max_query_chars})"
+        )
+    if model_filter is not None:
+        try:
+            check_filter_limits(model_filter, options.filter_limits)
+        except ValueError as exc:
+            raise KBError(f"{where}{exc}") from None
 
 
 def document_uri(kb: KnowledgeBase, document_id: str) -> str:
@@ -142,7 +165,7 @@ def kb_tools(kb: KnowledgeBase, options: KBServerOptions) -> list[Tool]:
 
 
 def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
-    rerankers = list(kb.kernel.rerankers)
+    rerankers = kb.usable_rerankers()  # only those that will work: a model never sees the others
     schema = search_input_schema(
         supported_operators=kb.supported_filter_operators,
         modes=kb.modes,
@@ -150,6 +173,7 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
         default_mode=options.default_mode,
         default_top_k=options.default_top_k,
         max_top_k=options.max_top_k,
+        max_query_chars=options.max_query_chars,
     )
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -180,6 +204,7 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
         output_schema=SearchResults,
         execute=execute,
         annotations={"readOnlyHint": True, "openWorldHint": False},
+        check_input=lambda args: check_search_input(args.get("query"), args.get("filter"), options),
     )
     # Validated on the way out by the pydantic model (microseconds); listed to clients as the
     # equivalent compact schema, which is what their own per-result validation walks.
@@ -215,6 +240,7 @@ def served_search(kb: KnowledgeBase, server_options: KBServerOptions) -> ServedS
         mode: str = "hybrid",
         options: Mapping[str, Any] | None = None,
     ) -> list[RetrievedChunk]:
+        check_search_input(query, filter, server_options)
         target, where = _scope(kb, server_options, ctx, filter)
         hits = await target.search(
             query, top_k=top_k, filter=where, mode=mode, depth=server_options.depth, options=options
@@ -367,7 +393,12 @@ def _chunk_tool(kb: KnowledgeBase) -> Tool:
 
 
 def document_resources(kb: KnowledgeBase, options: KBServerOptions) -> list[Resource | ResourceTemplate]:
-    """The first ``listed_documents`` documents as resources, and a template that reads any of them."""
+    """A template that reads any document by id and lists them all, a page at a time.
+
+    ``resources/list`` pages through the catalog by document id (the cursor is the last id
+    of a page), so every document is listed however many there are, and documents a live
+    server's knowledge base gains or loses show in the next listing.
+    """
 
     def reader(document_id: str) -> Callable[[], str]:
         def read() -> str:
@@ -378,29 +409,35 @@ def document_resources(kb: KnowledgeBase, options: KBServerOptions) -> list[Reso
 
         return read
 
-    listed: list[Resource | ResourceTemplate] = [
-        Resource(
-            uri=document_uri(kb, row.id),
-            name=row.id,
-            title=str(row.metadata.get("title", row.id)),
-            mime_type="text/markdown" if row.metadata.get("kind") in ("markdown", "html") else "text/plain",
-            read=reader(row.id),
-        )
-        for row in kb.documents(limit=options.listed_documents)
-    ]
+    def listing(cursor: str | None, limit: int) -> ResourcePage:
+        rows = kb.documents(min(limit, options.listed_documents) + 1, cursor)
+        page = rows[: min(limit, options.listed_documents)]
+        following = page[-1].id if len(rows) > len(page) else None
+        return [
+            Resource(
+                uri=document_uri(kb, row.id),
+                name=row.id,
+                title=str(row.metadata.get("title", row.id)),
+                mime_type="text/markdown"
+                if row.metadata.get("kind") in ("markdown", "html")
+                else "text/plain",
+                read=reader(row.id),
+            )
+            for row in page
+        ], following
 
     def read_template(id: str) -> str:
         return reader(unquote(id))()
 
-    listed.append(
+    return [
         ResourceTemplate(
             uri_template=f"kb://{kb.name}/documents/{{id}}",
             name="document",
             description=f"A document of {kb.name!r} by its (percent-encoded) document id.",
             read=read_template,
+            listing=listing,
         )
-    )
-    return listed
+    ]
 
 
 def answer_prompt(kb: KnowledgeBase, options: KBServerOptions) -> Prompt:

@@ -122,6 +122,7 @@ def search_input_schema(
     default_mode: str = "hybrid",
     default_top_k: int = 10,
     max_top_k: int = 100,
+    max_query_chars: int = 10_000,
 ) -> dict[str, Any]:
     """The ``search`` tool's input schema for a store, the modes on offer and the rerankers installed."""
     built = filter_schema(supported_operators)
@@ -134,7 +135,12 @@ def search_input_schema(
         "type": "object",
         "$defs": built["$defs"],
         "properties": {
-            "query": {"type": "string", "minLength": 1, "description": "What to look for, in plain words."},
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": max_query_chars,
+                "description": "What to look for, in plain words.",
+            },
             "top_k": {
                 "type": "integer",
                 "minimum": 1,
@@ -145,7 +151,7 @@ def search_input_schema(
             "filter": {
                 **built["node"],
                 "description": (
-                    'Mongo-style metadata filter, e.g. {"path": {"$regex": "^docs/"}}. '
+                    f"Mongo-style metadata filter, e.g. {_filter_example(supported_operators)}. "
                     f"Operators this knowledge base supports: {ops}."
                 ),
             },
@@ -163,6 +169,15 @@ def search_input_schema(
         "required": ["query"],
         "additionalProperties": False,
     }
+
+
+def _filter_example(supported: Collection[str]) -> str:
+    """An example filter that uses only ``supported`` operators (a model copies what it is shown)."""
+    if "$regex" in supported:
+        return '{"path": {"$regex": "^docs/"}}'
+    if "$in" in supported:
+        return '{"kind": {"$in": ["markdown", "html"]}}'
+    return '{"kind": "markdown"}'
 
 
 def output_schema() -> dict[str, Any]:
