@@ -48,12 +48,14 @@ def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
 
 async def _sparse_top(kb_dir: Path, query: str) -> list[str]:
     async with await KnowledgeBase.open(str(kb_dir), kernel=make_kernel()) as kb:
-        return [h.chunk.document_id for h in await kb.search(query, mode="sparse", top_k=3)]
+        return [
+            h.chunk.document_id.rsplit("/", 1)[-1] for h in await kb.search(query, mode="sparse", top_k=3)
+        ]
 
 
 async def _dense_top(kb_dir: Path, writable: bool) -> str:
     async with await KnowledgeBase.open(str(kb_dir), kernel=make_kernel(), writable=writable) as kb:
-        return (await kb.search("word4", mode="dense", top_k=1))[0].chunk.document_id
+        return (await kb.search("word4", mode="dense", top_k=1))[0].chunk.document_id.rsplit("/", 1)[-1]
 
 
 def _truncate_bm25(kb_dir: Path) -> Path:
@@ -131,7 +133,9 @@ def test_a_store_missing_vectors_is_repaired_by_the_next_ingest(
 
     async def lose_vectors() -> None:
         store = make_kernel().vector_store("qdrant", path=str(kb_dir / "store"))
-        await store.delete("kb", filter={"document_id": {"$in": [f"doc-{i}" for i in range(0, 30, 3)]}})
+        await store.delete(
+            "kb", filter={"document_id": {"$in": [f"corpus.jsonl/doc-{i}" for i in range(0, 30, 3)]}}
+        )
         await store.aclose()
 
     anyio.run(lose_vectors)

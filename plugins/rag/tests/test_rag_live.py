@@ -232,7 +232,7 @@ def test_two_writers_at_once_for_100_rounds_never_leave_an_unloadable_knowledge_
         async with await KnowledgeBase.open(str(kb_dir), kernel=make_kernel(), writable=True) as kb:
             done, pending, chunks = kb.catalog.counts()
             hits = await kb.search("stone1", mode="sparse", top_k=10)
-            assert {h.chunk.document_id for h in hits} <= {"a-1", "b-1"}
+            assert {h.chunk.document_id for h in hits} <= {"a.jsonl/a-1", "b.jsonl/b-1"}
             return done, pending, chunks
 
     done, pending, chunks = anyio.run(check)
