@@ -49,7 +49,7 @@ from toolkernel.registries import ReaderRegistry
 
 __all__ = ["ReaderContract"]
 
-KINDS = frozenset({"text", "markdown", "json", "code"})
+_KINDS = frozenset({"text", "markdown", "json", "code"})
 """The document kinds the ``auto`` chunker knows."""
 
 
@@ -99,7 +99,7 @@ class ReaderContract:
         for document in documents:
             assert isinstance(document.text, str)
             assert document.text.strip(), "a document without text"
-            assert document.kind in KINDS, f"kind {document.kind!r} is not one of {sorted(KINDS)}"
+            assert document.kind in _KINDS, f"kind {document.kind!r} is not one of {sorted(_KINDS)}"
         text = "\n".join(d.text for d in documents)
         for passage in self.expected_text:
             assert passage in text, f"the sample's text lacks {passage!r}"
