@@ -262,6 +262,7 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         depth=settings.depth,
         rerank_depth=settings.rerank_depth,
         max_query_chars=settings.max_query_chars,
+        max_chunk_text_chars=settings.max_chunk_text_chars,
         filter_limits=settings.filter_limits,
     )
     # Read-only: any number of servers run beside one writer, and follow its ingests by themselves.

@@ -48,6 +48,9 @@ class RagSettings(BaseModel):
     max_query_chars: int = Field(
         10_000, gt=0, description="Longest query a served search takes (longer ones are refused)."
     )
+    max_chunk_text_chars: int = Field(
+        1_000_000, gt=0, description="Longest text the chunk_document tool splits (longer ones are refused)."
+    )
     filter_limits: FilterLimits = Field(
         default_factory=FilterLimits,
         description="Bounds on a model's filter: max_depth, max_nodes, max_branches, max_values, max_string.",
