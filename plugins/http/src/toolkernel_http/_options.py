@@ -29,6 +29,12 @@ class HTTPServerOptions(BaseModel):
         None,
         description="An mcp EventStore backing resumability; default: an InMemoryEventStore per app.",
     )
+    shared_state: str | None = Field(
+        None,
+        description="URL of the store replicas share (redis://HOST:PORT/DB with toolkernel-redis): "
+        "sessions, resumable streams, notifications and tasks then work whichever replica a request "
+        "reaches. None: this process keeps them.",
+    )
     event_retention_bytes: int = Field(
         64 * 1024 * 1024,
         gt=0,
