@@ -50,19 +50,32 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     serve.add_argument("--mandatory-filter", metavar="JSON", help="a filter every search is joined with")
     serve.add_argument("--reranker", help="the reranker 'rerank: true' uses")
 
-    actions.add_parser("list", help="List knowledge bases under the data directory.")
+    listing = actions.add_parser("list", help="List the knowledge bases in the home (directory or database).")
+    _home_argument(listing)
 
     stats = actions.add_parser("stats", help="Documents, chunks and what a knowledge base was built with.")
     _kb_argument(stats)
 
-    delete = actions.add_parser("delete", help="Delete a knowledge base and everything in its directory.")
+    delete = actions.add_parser(
+        "delete", help="Delete a knowledge base and everything in it (its directory or its schema)."
+    )
     _kb_argument(delete)
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
 
 def _kb_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--kb", required=True, metavar="NAME_OR_PATH", help="a path (contains '/') or a name in the data dir"
+        "--kb", required=True, metavar="NAME_OR_PATH", help="a path (contains '/') or a name in the home"
+    )
+    _home_argument(parser)
+
+
+def _home_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--home",
+        metavar="DIR_OR_URL",
+        help="where named knowledge bases live: a directory or a postgresql:// URL "
+        "(default $TOOLKERNEL_KB_HOME, then [plugins.rag] home, then ~/.local/share/toolkernel/kb)",
     )
 
 
@@ -79,10 +92,10 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
     if action == "serve":
         return _serve(args, kernel)
     if action == "list":
-        return _list()
+        return _list(args, kernel)
     if action == "stats":
         return _stats(args, kernel)
-    return _delete(args)
+    return _delete(args, kernel)
 
 
 def _json_option(value: str | None, flag: str) -> Any:
@@ -121,6 +134,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
         store_options=_json_option(args.store_options, "--store-options"),
         chunker=chunker,
         extensions=extensions,
+        home=args.home,
     )
     async with kb:
         if args.quiet or not sys.stderr.isatty():
@@ -129,7 +143,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
             report = await _with_progress(kb, args.sources, args.batch)
     for problem in report.problems:
         print(f"skipped {problem.where}: {problem.reason}", file=sys.stderr)
-    print(json.dumps({"kb": str(kb.directory), **report.summary()}))
+    print(json.dumps({"kb": str(kb.location), **report.summary()}))
     return 0
 
 
@@ -186,7 +200,7 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         depth=settings.depth,
         rerank_depth=settings.rerank_depth,
     )
-    async with await KnowledgeBase.open(args.kb, kernel=kernel) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, home=args.home) as kb:
         kb.sparse.refresh(kb.catalog)  # load (or rebuild) the BM25 index before the first query
         await kb.embed_query("warm up")  # load the model before the first query
         import toolkernel._serving  # noqa: F401 - load the protocol layer during set-up
@@ -194,11 +208,27 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         await kernel.serve(kb_server(kb, options), args.transport, serve_options)
 
 
-def _list() -> int:
-    from toolkernel_rag.layout import kb_home, read_manifest
+def _list(args: argparse.Namespace, kernel: Kernel) -> int:
+    from pathlib import Path
 
-    home = kb_home()
-    for directory in sorted(home.iterdir()) if home.is_dir() else []:
+    from toolkernel_rag.kb import rag_settings
+    from toolkernel_rag.layout import is_database_url, kb_home, read_manifest
+
+    home = kb_home(args.home, rag_settings(kernel).home)
+    if is_database_url(home):
+        from toolkernel_rag.postgres.connection import Database
+        from toolkernel_rag.postgres.schema import list_knowledge_bases, schema_name
+
+        database = Database(home)
+        try:
+            for found in list_knowledge_bases(database):
+                where = f"{database.where} schema {schema_name(found.name)}"
+                print(f"{found.name}\t{found.embedder.name}\t{found.store.name}\t{where}")
+        finally:
+            database.close()
+        return 0
+    directories = Path(home).expanduser()
+    for directory in sorted(directories.iterdir()) if directories.is_dir() else []:
         manifest = read_manifest(directory)
         if manifest is not None:
             print(f"{directory.name}\t{manifest.embedder.name}\t{manifest.store.name}\t{directory}")
@@ -208,13 +238,13 @@ def _list() -> int:
 async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.kb import KnowledgeBase
 
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
         done, pending, chunks = kb.catalog.counts()
         vectors = await kb.store.count(kb.index)
         print(
             json.dumps(
                 {
-                    "kb": str(kb.directory),
+                    "kb": str(kb.location),
                     "documents": done,
                     "pending": pending,
                     "chunks": chunks,
@@ -227,17 +257,43 @@ async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
     return 0
 
 
-def _delete(args: argparse.Namespace) -> int:
-    from toolkernel_rag.layout import KBError, read_manifest, resolve_kb
+def _delete(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.kb import rag_settings
+    from toolkernel_rag.layout import KBError, read_manifest, resolve_location
 
-    directory = resolve_kb(args.kb)
+    location = resolve_location(args.kb, args.home, rag_settings(kernel).home)
+    if location.url is not None:
+        from toolkernel_rag.postgres import schema as pg
+        from toolkernel_rag.postgres.connection import Database
+
+        database = Database(location.url)
+        try:
+            schema = pg.schema_name(location.name)
+            if pg.read_manifest(database, schema) is None:
+                raise KBError(f"no knowledge base {location.name!r} in {database.where}")
+            if not _confirmed(args, f"delete the knowledge base {location}?"):
+                return 1
+            pg.drop(database, schema)
+        finally:
+            database.close()
+        print(f"deleted {location}", file=sys.stderr)
+        return 0
+    directory = location.directory
+    assert directory is not None
     if read_manifest(directory) is None:
         raise KBError(f"no knowledge base at {str(directory)!r}")
-    if not args.yes:
-        answer = input(f"delete the knowledge base at {directory}? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("not deleted", file=sys.stderr)
-            return 1
+    if not _confirmed(args, f"delete the knowledge base at {directory}?"):
+        return 1
     shutil.rmtree(directory)
     print(f"deleted {directory}", file=sys.stderr)
     return 0
+
+
+def _confirmed(args: argparse.Namespace, question: str) -> bool:
+    if args.yes:
+        return True
+    answer = input(f"{question} [y/N] ")
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("not deleted", file=sys.stderr)
+    return False

@@ -15,14 +15,15 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
 from opentelemetry import trace
 
 from toolkernel.filters import coerce_filter, matches, require_supported
-from toolkernel.knowledge import ChunkRecord, KBExtension, RetrievalRequest, ScoredChunk
+from toolkernel.knowledge import ChunkRecord, ExtensionState, KBExtension, RetrievalRequest, ScoredChunk
+from toolkernel_rag.backend import CatalogBackend, SparseBackend
 from toolkernel_rag.catalog import Catalog, DocumentRow, StoredChunk
 from toolkernel_rag.layout import (
     CATALOG,
@@ -31,11 +32,11 @@ from toolkernel_rag.layout import (
     STORE_DIR,
     EmbedderSpec,
     KBError,
+    KBLocation,
     Manifest,
     StoreSpec,
-    kb_name,
     read_manifest,
-    resolve_kb,
+    resolve_location,
     write_manifest,
 )
 from toolkernel_rag.settings import RagSettings
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from toolkernel.embedders import Embedder
     from toolkernel.rerankers import Reranker
     from toolkernel.vectors import VectorStore
+    from toolkernel_rag.postgres.connection import Database
 
 DEFAULT_STORE = "qdrant"
 
@@ -84,18 +86,32 @@ class KnowledgeBase:
 
     def __init__(
         self,
-        directory: Path,
+        location: KBLocation,
         manifest: Manifest,
         kernel: Kernel,
         *,
         extensions: bool | Collection[str] = True,
+        database: Database | None = None,
     ) -> None:
-        self.directory = directory
+        self.location = location
+        self.directory = location.directory
+        """The knowledge base's directory; ``None`` when it lives in PostgreSQL."""
         self.manifest = manifest
         self.kernel = kernel
-        directory.mkdir(parents=True, exist_ok=True)
-        self.catalog = Catalog(directory / CATALOG)
-        self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse)
+        self.catalog: CatalogBackend
+        self.sparse: SparseBackend
+        if database is not None:
+            from toolkernel_rag.postgres.catalog import PgCatalog
+            from toolkernel_rag.postgres.schema import schema_name
+            from toolkernel_rag.postgres.search import PgSparse
+
+            catalog = PgCatalog(database, schema_name(location.name))
+            self.catalog, self.sparse = catalog, PgSparse(catalog, manifest.sparse)
+        else:
+            directory = self._local_directory()
+            directory.mkdir(parents=True, exist_ok=True)
+            self.catalog = Catalog(directory / CATALOG)
+            self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse)
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._query_embedder: Embedder | None = None
@@ -120,9 +136,12 @@ class KnowledgeBase:
         store_options: Mapping[str, Any] | None = None,
         chunker: Mapping[str, Any] | None = None,
         extensions: bool | Collection[str] = True,
+        home: str | None = None,
     ) -> KnowledgeBase:
         """Open the knowledge base at ``name_or_path`` (created when ``create`` and absent).
 
+        A bare name lives in ``home`` (a directory or a ``postgresql://`` URL; default
+        ``$TOOLKERNEL_KB_HOME``, then ``[plugins.rag] home``, then the data directory).
         ``embedder``, ``store`` and ``chunker`` choose them at creation; on an existing
         knowledge base they must agree with its manifest. ``extensions``: ``True`` opens
         every registered extension, ``False`` none, a collection only those named.
@@ -131,7 +150,13 @@ class KnowledgeBase:
             from toolkernel._kernel import Kernel
 
             kernel = Kernel.from_config()
-        directory = resolve_kb(name_or_path)
+        location = resolve_location(name_or_path, home, rag_settings(kernel).home)
+        if location.url is not None:
+            return await cls._open_database(
+                location, kernel, create, embedder, embedder_options, store, chunker, extensions
+            )
+        directory = location.directory
+        assert directory is not None
         manifest = read_manifest(directory)
         if manifest is None:
             if not create:
@@ -140,22 +165,104 @@ class KnowledgeBase:
                     f"'toolkernel kb ingest SOURCE --kb {name_or_path}'"
                 )
             manifest = await _new_manifest(
-                directory, kernel, embedder, embedder_options, store, store_options, chunker
+                location.name, kernel, embedder, embedder_options, store, store_options, chunker
             )
         else:
-            _check_agrees(directory, manifest, embedder, store, chunker)
-        kb = cls(directory, manifest, kernel, extensions=extensions)
-        try:
-            await kb._open_parts()
-        except BaseException:
-            await kb.aclose()
-            raise
+            _check_agrees(str(directory), manifest, embedder, store, chunker)
+        kb = cls(location, manifest, kernel, extensions=extensions)
+        await kb._open_or_close()
         if read_manifest(directory) is None:
             write_manifest(directory, manifest)
         return kb
 
+    @classmethod
+    async def _open_database(
+        cls,
+        location: KBLocation,
+        kernel: Kernel,
+        create: bool,
+        embedder: str | None,
+        embedder_options: Mapping[str, Any] | None,
+        store: str | None,
+        chunker: Mapping[str, Any] | None,
+        extensions: bool | Collection[str],
+    ) -> KnowledgeBase:
+        """Open (or create) a knowledge base kept in a schema of a PostgreSQL database.
+
+        Opening without ``create`` only reads, so a server may point at a hot standby.
+        """
+        try:
+            import psycopg  # noqa: F401
+
+            import toolkernel_pgvector  # noqa: F401
+        except ImportError:
+            raise KBError(
+                f"knowledge base {location}: a postgresql:// home needs the PostgreSQL backend: "
+                "pip install 'toolkernel-rag[postgresql]'"
+            ) from None
+        from toolkernel_rag.postgres import schema as pg
+        from toolkernel_rag.postgres.connection import Database
+
+        assert location.url is not None
+        if store not in (None, "pgvector"):
+            raise KBError(
+                f"knowledge base {location}: in PostgreSQL the vectors live beside the chunks "
+                f"(pgvector); --store {store!r} cannot be used there"
+            )
+        schema = pg.schema_name(location.name)
+        database = Database(location.url)
+        try:
+            manifest = await anyio.to_thread.run_sync(pg.read_manifest, database, schema)
+            if manifest is None:
+                if not create:
+                    raise KBError(
+                        f"no knowledge base {location.name!r} in {database.where}: create it with "
+                        f"'toolkernel kb ingest SOURCE --home {database.where} --kb {location.name}'"
+                    )
+                made = await _new_manifest(
+                    location.name, kernel, embedder, embedder_options, "pgvector", {}, chunker
+                )
+                made = made.model_copy(update={"store": StoreSpec(name="pgvector", index=schema)})
+                manifest = await anyio.to_thread.run_sync(pg.create, database, schema, made)
+            else:
+                _check_agrees(str(location), manifest, embedder, store, chunker)
+        except BaseException:
+            database.close()
+            raise
+        kb = cls(location, manifest, kernel, extensions=extensions, database=database)
+        await kb._open_or_close()
+        return kb
+
+    async def _open_or_close(self) -> None:
+        try:
+            await self._open_parts()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    def _local_directory(self) -> Path:
+        if self.directory is None:
+            raise KBError(f"knowledge base {self.location} lives in a database, not a directory")
+        return self.directory
+
+    @property
+    def vectors_in_catalog(self) -> bool:
+        """Whether the catalog writes the vectors itself (PostgreSQL), in the chunks' transaction."""
+        return self.location.url is not None
+
+    def extension_lock(self, extension: str) -> Any:
+        """The lock a writer holds while it catches ``extension`` up (see the backend)."""
+        return self.catalog.extension_lock(extension)
+
     async def _open_parts(self) -> None:
-        store = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
+        if isinstance(self.sparse, SparseIndex):
+            store: VectorStore = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
+        else:
+            from toolkernel_rag.postgres.catalog import PgCatalog
+            from toolkernel_rag.postgres.search import PgVectors
+
+            assert isinstance(self.catalog, PgCatalog)
+            store = cast("VectorStore", PgVectors(self.catalog))
         self._store = store
         await store.create_index(self.manifest.store.index, self.manifest.embedder.dimension, "cosine")
         enabled = self._enabled_extensions
@@ -395,9 +502,13 @@ class KnowledgeBase:
         # the GIL only for their Python parts, so the sparse side costs (almost) no wall time.
         self.sparse.refresh(self.catalog)
         allowed = _allowed(filter)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(embed)
-            sparse = await anyio.to_thread.run_sync(self.sparse.search, query, n, allowed)
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(embed)
+                sparse = await anyio.to_thread.run_sync(self.sparse.search, query, n, allowed)
+        except BaseExceptionGroup as group:
+            # One side failed (say, the database is down): say what, not "errors in a TaskGroup".
+            raise _first_leaf(group) from None
         dense = await self._dense(vector[0], n, filter)
         with _tracer.start_as_current_span("kb.fuse") as span:
             fused = reciprocal_rank_fusion([dense, sparse], k=RRF_K)
@@ -467,6 +578,11 @@ def reciprocal_rank_fusion(
     return [(d, ScoredChunk(shown[d][1].id, score)) for d, score in order]
 
 
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
 def _allowed(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], bool] | None:
     """The sparse index's test for a chunk's metadata under ``filter`` (``None``: every chunk)."""
     parsed = coerce_filter(filter)
@@ -490,9 +606,23 @@ class _ExtensionContext:
 
     @property
     def directory(self) -> Path:
+        if self._kb.directory is None:
+            raise KBError(
+                f"knowledge base {self._kb.location} lives in a database and has no directory: "
+                f"extension {self._extension!r} must keep its state with save_state/load_state"
+            )
         path = self._kb.directory / EXTENSIONS_DIR / self._extension
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    async def load_state(self, key: str, *, unless: str | None = None) -> ExtensionState | None:
+        _check_state_key(key)
+        found = await anyio.to_thread.run_sync(self._kb.catalog.load_blob, self._extension, key, unless)
+        return None if found is None else ExtensionState(found[0], found[1])
+
+    async def save_state(self, key: str, data: bytes) -> str:
+        _check_state_key(key)
+        return await anyio.to_thread.run_sync(self._kb.catalog.save_blob, self._extension, key, data)
 
     @property
     def embedder(self) -> str:
@@ -513,11 +643,16 @@ class _ExtensionContext:
         return filter is None or matches(filter, metadata)
 
 
+def _check_state_key(key: str) -> None:
+    if not key or "/" in key or key.startswith("."):
+        raise ValueError(f"extension state key {key!r}: a file-like name without '/' or a leading '.'")
+
+
 # -- manifests --------------------------------------------------------------------------------
 
 
 async def _new_manifest(
-    directory: Path,
+    name: str,
     kernel: Kernel,
     embedder: str | None,
     embedder_options: Mapping[str, Any] | None,
@@ -543,7 +678,6 @@ async def _new_manifest(
         elif chunker is None and settings.chunk_length == "tokens":
             # No tokenizer known for this embedder: size the default in characters (~4 per token).
             chunker_spec.update(length="characters", size=1000, overlap=120)
-    name = kb_name(directory)
     manifest = Manifest(
         name=name,
         embedder=EmbedderSpec(
@@ -582,13 +716,13 @@ def default_chunker(settings: RagSettings) -> dict[str, Any]:
 
 
 def _check_agrees(
-    directory: Path,
+    where_is: str,
     manifest: Manifest,
     embedder: str | None,
     store: str | None,
     chunker: Mapping[str, Any] | None,
 ) -> None:
-    where = f"knowledge base {str(directory)!r}"
+    where = f"knowledge base {where_is!r}"
     if embedder is not None and embedder != manifest.embedder.name:
         raise KBError(
             f"{where} was embedded with {manifest.embedder.name!r}; searching or adding with {embedder!r} "
@@ -610,5 +744,5 @@ def _store_options(kb: KnowledgeBase) -> dict[str, Any]:
     options = dict(kb.manifest.store.options)
     path = options.get("path")
     if isinstance(path, str) and not Path(path).is_absolute():
-        options["path"] = str(kb.directory / path)
+        options["path"] = str(kb._local_directory() / path)
     return options
