@@ -447,6 +447,37 @@ def test_hook_register_chunkers(kernel_with):
 
 
 @pytest.mark.anyio
+async def test_hook_register_readers(tmp_path):
+    from toolkernel.errors import RegistrationError
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import KnowledgeBase, ingest
+    from toolkernel_rag import plugin as rag
+
+    plugin = load_example("hooks/register_readers.py")
+    talk = tmp_path / "talk.vtt"
+    talk.write_text("WEBVTT\n\n1\n00:00:00.000 --> 00:00:02.000\nHello there.\n", encoding="utf-8")
+    kernel = toolkernel.Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed, plugin])
+    assert kernel.readers.for_suffix(".VTT") == "subtitles"
+    assert kernel.readers.origin("subtitles") == plugin.__name__
+    async with await KnowledgeBase.open(
+        str(tmp_path / "talks"), kernel=kernel, create=True, embedder="local/wordllama-256"
+    ) as kb:
+        report = await ingest(kb, [str(talk)])
+        found = kb.document("talk.vtt")
+    assert report.problems == []
+    assert report.added == 1
+    assert found is not None
+    row, text = found
+    assert text == "Hello there."
+    assert row.metadata["kind"] == "subtitles"
+    assert row.metadata["cues"] == 1
+    # A second reader for the same suffix is refused, naming the reader that has it.
+    with pytest.raises(RegistrationError, match="'subtitles'"):
+        kernel.readers.add("other", lambda path: [], suffixes=[".vtt"])
+
+
+@pytest.mark.anyio
 async def test_hook_register_kb_extensions(tmp_path):
     from toolkernel_local_embed import plugin as local_embed
     from toolkernel_qdrant import plugin as qdrant
@@ -471,7 +502,7 @@ async def test_hook_register_kb_extensions(tmp_path):
         await ingest(kb, [str(docs)])
     assert not (tmp_path / "kb" / "extensions" / "titles" / "titles.json").exists()
     (docs / "old.md").unlink()
-    async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
+    async with await KnowledgeBase.open(where, kernel=kernel(), writable=True) as kb:
         await ingest(kb, [str(docs)])
         assert kb.modes == ["hybrid", "dense", "sparse", "title"]
         server = kb_server(kb, KBServerOptions(mandatory_filter={"path": {"$ne": "ref.md"}}))
@@ -1518,7 +1549,7 @@ def test_vector_stores_sqlite_example_passes_the_kit():
         timeout=110,
     )
     assert done.returncode == 0, done.stdout[-4000:]
-    assert re.search(r"\b33 passed\b", done.stdout), done.stdout[-1000:]
+    assert re.search(r"\b35 passed\b", done.stdout), done.stdout[-1000:]
 
 
 @pytest.mark.anyio

@@ -301,3 +301,88 @@ def test_call_passes_env_to_a_command_line_server(tmp_path, capsys):
     args = ["call", serve, "read_env", "--args", '{"name": "TK_CLI_VALUE"}', "--env", "TK_CLI_VALUE=a=b c"]
     assert main(args) == 0
     assert capsys.readouterr().out == "a=b c\n"
+
+
+def _exit_code(argv: list[str]) -> int:
+    """``main(argv)``'s exit status, whether it returned it or a usage error raised it."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--log-level", "verbose", "version"], {}, "--log-level 'verbose': unknown level"),
+        (["version"], {"TOOLKERNEL_LOG_LEVEL": "verbose"}, "TOOLKERNEL_LOG_LEVEL 'verbose': unknown level"),
+        (["serve", ECHO_TARGET, "--transport", "http", "--port", "99999"], {}, "99999 is not a port number"),
+        (
+            ["serve", ECHO_TARGET, "--transport", "http", "--path", "mcp"],
+            {},
+            "serve: path: String should match",
+        ),
+        (["dev", ECHO_TARGET, "--port", "-1"], {}, "-1 is not a port number"),
+        (["call", ECHO_COMMAND, "echo", "--timeout", "nan"], {}, "'nan' is not a positive, finite number"),
+        (["inspect", ECHO_COMMAND, "--timeout", "-1"], {}, "'-1' is not a positive, finite number"),
+        (
+            ["plugin", "new", "ok", "--kind", "store", "--dir", "/proc/no/such"],
+            {},
+            "plugin new: cannot write",
+        ),
+        (["frobnicate"], {}, "invalid choice: 'frobnicate'"),
+        (["serve"], {}, "serve: the following arguments are required: TARGET"),
+    ],
+    ids=[
+        "log-level",
+        "log-level-env",
+        "port",
+        "path",
+        "dev-port",
+        "timeout-nan",
+        "timeout-negative",
+        "unwritable-dir",
+        "unknown-command",
+        "missing-argument",
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(argv, env, message, capsys, monkeypatch):
+    """Each mistake a user can make outside `kb`: one `toolkernel: error:` line, no traceback, exit 2."""
+    monkeypatch.chdir(ROOT)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if "TOOLKERNEL_LOG_LEVEL" not in env:
+        monkeypatch.delenv("TOOLKERNEL_LOG_LEVEL", raising=False)
+    assert _exit_code(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("toolkernel: error: "), captured.err
+    assert captured.err.count("\n") == 1, captured.err
+    assert message in captured.err
+
+
+def test_stdout_closed_early_is_one_line_not_a_traceback():
+    """`toolkernel call … | head -c 1`: the reader leaves before the output is written."""
+    text = "x" * 100_000  # more than a pipe holds, so the write meets the closed end
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "toolkernel",
+            "call",
+            ECHO_COMMAND,
+            "echo",
+            "--args",
+            json.dumps({"text": text}),
+        ],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # as `head` does once it has what it wants
+    _, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 2, err
+    assert err == "toolkernel: error: stdout was closed before the output was written\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -161,3 +162,73 @@ RECORD = {"color": "red", "price": 2.5, "qty": 3, "tags": ["a", "b"], "flag": Tr
 )
 def test_matches_reference_semantics(flt: dict[str, Any], expected: bool) -> None:
     assert matches(flt, RECORD) is expected
+
+
+# -- limits on untrusted filters ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flt", "named"),
+    [
+        ({"$or": [{"a": i} for i in range(20_000)]}, "filter.$or: 20000 filters, over max_branches (100)"),
+        ({"a": {"$in": list(range(5_000))}}, "filter.a.$in: 5000 values, over max_values (1000)"),
+        ({"a": list(range(5_000))}, "filter.a: 5000 values, over max_values (1000)"),
+        ({"a": "x" * 5_000}, "filter.a: a string of 5000 characters, over max_string (4096)"),
+        ({"a": {"$regex": "x" * 5_000}}, "over max_string (4096)"),
+        ({"$and": [{"$or": [{f"k{i}": {"$in": list(range(900))}} for i in range(3)]}]}, "(max_nodes)"),
+    ],
+)
+def test_filters_over_a_limit_are_refused_naming_it(flt: dict[str, Any], named: str) -> None:
+    from toolkernel.filters import check_filter_limits
+
+    with pytest.raises(InvalidFilterError, match=re.escape(named)):
+        check_filter_limits(flt)
+
+
+def test_deep_nesting_is_refused_before_recursion_can_fail() -> None:
+    from toolkernel.filters import check_filter_limits
+
+    deep: dict[str, Any] = {"a": 1}
+    for _ in range(100_000):
+        deep = {"$not": deep}
+    with pytest.raises(InvalidFilterError, match=r"nested more than 32 levels deep \(max_depth\)"):
+        check_filter_limits(deep)
+
+
+def test_limits_can_be_raised_and_honest_filters_pass() -> None:
+    from toolkernel.filters import FilterLimits, check_filter_limits
+
+    big_or = {"$or": [{"a": i} for i in range(500)]}
+    with pytest.raises(InvalidFilterError, match="max_branches"):
+        check_filter_limits(big_or)
+    check_filter_limits(big_or, FilterLimits(max_branches=500))
+    for flt in (
+        {"lang": "en", "year": {"$gte": 2020, "$lt": 2025}, "tags": ["ai", "db"]},
+        {"$or": [{"lang": "fr"}, {"lang": {"$nin": ["de", "en"]}}], "title": {"$not": {"$regex": "^draft"}}},
+        {"id": {"$in": [f"doc-{i}" for i in range(1_000)]}},
+    ):
+        check_filter_limits(flt)
+
+
+def test_a_tool_check_input_runs_before_schema_validation() -> None:
+    from toolkernel.tools import ToolInputError, create_tool
+
+    seen: list[str] = []
+
+    def small(args: Any) -> None:
+        seen.append("checked")
+        if len(str(args.get("q", ""))) > 5:
+            raise ValueError("q: over max_q (5)")
+
+    tool = create_tool(
+        id="t",
+        description="d",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        execute=lambda args, ctx: None,
+        check_input=small,
+    )
+    with pytest.raises(ToolInputError, match=r"^q: over max_q \(5\)$"):
+        tool.validate_input({"q": "x" * 10})
+    with pytest.raises(ToolInputError, match="is a required property"):
+        tool.validate_input({})
+    assert seen == ["checked", "checked"]

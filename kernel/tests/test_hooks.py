@@ -77,6 +77,7 @@ def test_every_hookspec_is_covered_here():
             "register_embedders",
             "register_rerankers",
             "register_chunkers",
+            "register_readers",
             "register_kb_extensions",
             "register_entity_extractors",
             "register_client_auth",
@@ -430,6 +431,60 @@ def test_register_chunkers(kernel_with):
     assert kernel.chunkers.origin("lines") != "commands"
     with pytest.raises(LookupError, match="no chunker named 'words'"):
         kernel.chunker("words")
+
+
+class WordsReader:
+    """Real (if tiny) readers: a file upper-cased as one document; a record per line of .rec files."""
+
+    @hookimpl
+    def register_readers(self, registry):
+        from toolkernel.readers import ReadDocument, Skipped
+
+        def shout(path):
+            yield ReadDocument(path.read_text().upper(), kind="text", metadata={"loud": True})
+
+        class Records:
+            def read(self, path):
+                for number, line in enumerate(path.read_text().splitlines(), start=1):
+                    if line.strip():
+                        yield ReadDocument(line, id=f"line-{number}")
+                    else:
+                        yield Skipped(f"{path}:{number}", "blank")
+
+        registry.add("shout", shout, suffixes=[".Shout", ""])
+        registry.add("records", Records(), suffixes=[".rec"])
+
+
+def test_register_readers(kernel_with, tmp_path):
+    from toolkernel.errors import RegistrationError
+    from toolkernel.readers import ReadDocument, Skipped
+    from toolkernel.registries import ReaderRegistry
+
+    kernel = kernel_with(WordsReader())
+    readers = kernel.readers
+    assert list(readers) == ["shout", "records"]
+    assert readers.for_suffix(".shout") == "shout"
+    assert readers.for_suffix("") == "shout"
+    assert readers.for_suffix(".pdf") is None
+    assert readers.suffixes() == ["", ".rec", ".shout"]
+    note = tmp_path / "note.shout"
+    note.write_text("hi there")
+    assert list(readers.get("shout").read(note)) == [ReadDocument("HI THERE", "text", {"loud": True})]
+    lines = tmp_path / "a.rec"
+    lines.write_text("one\n\ntwo\n")
+    assert list(readers.get("records").read(lines)) == [
+        ReadDocument("one", id="line-1"),
+        Skipped(f"{lines}:2", "blank"),
+        ReadDocument("two", id="line-3"),
+    ]
+    with pytest.raises(RegistrationError, match="'shout'"):
+        readers.add("again", lambda path: [], suffixes=[".SHOUT"])
+    with pytest.raises(RegistrationError, match="not valid"):
+        ReaderRegistry().add("bad", lambda path: [], suffixes=["docx"])
+    with pytest.raises(RegistrationError, match="not a string"):
+        ReaderRegistry().add("bad", lambda path: [], suffixes=".docx")
+    with pytest.raises(RegistrationError, match="callable"):
+        ReaderRegistry().add("bad", object(), suffixes=[".x"])
 
 
 def test_register_kb_extensions(kernel_with):

@@ -78,12 +78,33 @@ STRING_RANGES_EMPTY = """\
 CORRECT = """\
         return matches(Filter(root=node), meta)"""
 
+# Chroma's slip: an int value compared with a fractional operand truncated toward zero.
+TRUNCATED_OPERAND = """\
+        value, operand = meta.get(node.field), node.value
+        if isinstance(operand, float) and type(value) is int:
+            return matches({node.field: {node.op: float(int(operand))}}, meta)
+        return matches(Filter(root=node), meta)"""
 
-def run_kit(pytester: pytest.Pytester, name: str, condition: str) -> pytest.RunResult:
-    pytester.makepyfile(
-        memory_store=REFERENCE_STORE,
-        test_plugin_store=PLUGIN_TESTS.replace("{name}", name).replace("{condition}", condition),
-    )
+# The cosine of a zero vector as NaN (what dividing by a zero norm gives in numpy or SQL).
+NAN_FOR_ZERO_VECTORS = """
+import math
+import memory_store
+
+
+def _nan_cosine(metric, a, b):
+    if metric == "cosine" and not (any(a) and any(b)):
+        return math.nan
+    return _reference_score(metric, a, b)
+
+
+_reference_score = memory_store._score
+memory_store._score = _nan_cosine
+"""
+
+
+def run_kit(pytester: pytest.Pytester, name: str, condition: str, prelude: str = "") -> pytest.RunResult:
+    tests = PLUGIN_TESTS.replace("{name}", name).replace("{condition}", condition)
+    pytester.makepyfile(memory_store=REFERENCE_STORE, test_plugin_store=prelude + tests)
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "test_plugin_store.py", timeout=300)
 
 
@@ -109,6 +130,21 @@ def test_the_kit_fails_a_store_with_a_range_slip(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+def test_the_kit_fails_a_store_that_truncates_fractional_operands_against_ints(
+    pytester: pytest.Pytester,
+) -> None:
+    # Chroma's server did this; the locked hypothesis database never generated the case.
+    result = run_kit(pytester, "TruncatedOperand", TRUNCATED_OPERAND)
+    failed = failed_tests(result)
+    assert "test_ints_and_floats_compare_as_numbers" in failed, result.stdout
+    assert "test_filters_match_the_reference_on_generated_records" in failed, result.stdout
+
+
+def test_the_kit_fails_a_store_that_scores_zero_vectors_nan(pytester: pytest.Pytester) -> None:
+    result = run_kit(pytester, "Correct", CORRECT, prelude=NAN_FOR_ZERO_VECTORS)
+    assert failed_tests(result) == {"test_cosine_with_a_zero_vector_scores_zero"}, result.stdout
+
+
 def test_the_same_harness_passes_a_correct_store(pytester: pytest.Pytester) -> None:
     result = run_kit(pytester, "Correct", CORRECT)
-    result.assert_outcomes(passed=33)
+    result.assert_outcomes(passed=35)

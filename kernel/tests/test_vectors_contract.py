@@ -43,7 +43,8 @@ def _score(metric: Metric, a: Sequence[float], b: Sequence[float]) -> float:
     if metric == "dot":
         return dot
     if metric == "cosine":
-        return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+        norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+        return dot / norms if norms else 0.0  # a zero vector has no direction: the contract says 0
     return -math.sqrt(sum((x - y) ** 2 for x, y in zip(a, b, strict=True)))
 
 

@@ -13,7 +13,7 @@ The same echo tool served four ways (the CONTENDERS table), each by its own uvic
 * ``toolkernel``: ``python -m toolkernel serve docs/examples/echo_server.py:app --transport http``,
   the mode set through ``TOOLKERNEL_HTTP_STATELESS`` / ``TOOLKERNEL_HTTP_JSON_RESPONSE``
   (defaults otherwise: DNS-rebinding checks on, resumable event store in stateful mode);
-* ``fastmcp``: FastMCP 4.1.2 ``http_app(stateless_http=..., json_response=...)``;
+* ``fastmcp``: FastMCP 4.2.3 ``http_app(stateless_http=..., json_response=...)``;
 * ``sdk``: ``mcp.server.mcpserver.MCPServer.streamable_http_app(...)``;
 * ``raw``: a bare Starlette route parsing the JSON-RPC body and answering it (the floor).
 

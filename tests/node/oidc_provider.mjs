@@ -5,6 +5,8 @@
 //   RESOURCE         the protected MCP server's URL (the only resource it issues tokens for)
 //   TOKEN_FORMAT     jwt (RFC 9068 JWT access tokens) or opaque (for introspection)
 //   ACCESS_TTL       access token lifetime in seconds
+//   REGISTRATION     off: no dynamic client registration; the public native client
+//                    `cli-client` is pre-registered with a loopback redirect (any port, RFC 8252)
 // Prints "issuer <url>" on stdout once listening on 127.0.0.1 (an ephemeral port).
 import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
@@ -13,6 +15,7 @@ import Provider from 'oidc-provider';
 const resource = process.env.RESOURCE;
 const format = process.env.TOKEN_FORMAT || 'jwt';
 const ttl = Number(process.env.ACCESS_TTL || '300');
+const registration = process.env.REGISTRATION !== 'off';
 const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const jwk = { ...privateKey.export({ format: 'jwk' }), kid: 'e2e', use: 'sig', alg: 'RS256' };
 
@@ -25,11 +28,19 @@ const provider = new Provider(issuer, {
   clients: [
     // The resource server's own credentials, for introspection.
     { client_id: 'mcp-server', client_secret: 'mcp-server-secret', grant_types: [], response_types: [], redirect_uris: [] },
+    // A command-line client registered out of band, for servers without registration.
+    {
+      client_id: 'cli-client',
+      application_type: 'native',
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code', 'refresh_token'],
+      redirect_uris: ['http://127.0.0.1/callback'],
+    },
   ],
   scopes: ['openid', 'offline_access', 'mcp', 'admin'],
   features: {
     devInteractions: { enabled: true },
-    registration: { enabled: true },
+    registration: { enabled: registration },
     introspection: { enabled: true },
     revocation: { enabled: true },
     resourceIndicators: {

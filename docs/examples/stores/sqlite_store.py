@@ -6,7 +6,6 @@ SQLite has no vector index, and this store shows translation, not speed.
 """
 
 import math
-import re
 import sqlite3
 from array import array
 
@@ -14,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from toolkernel import hookimpl
 from toolkernel import store_helpers as sh
-from toolkernel.filters import ALL_OPERATORS, And, Condition, Nor, Not, Or
+from toolkernel.filters import ALL_OPERATORS, And, Condition, Nor, Not, Or, regex_search
 from toolkernel.threads import WorkerThreads
 from toolkernel.vectors import IndexInfo, IndexNotFoundError, check_upsert, query_results
 
@@ -101,7 +100,7 @@ class SQLiteStore:
 
     def _connect(self):
         db = sqlite3.connect(self.settings.path, check_same_thread=False)
-        db.create_function("regexp", 2, lambda p, v: re.search(p, v) is not None, deterministic=True)
+        db.create_function("regexp", 2, regex_search, deterministic=True)
         db.executescript(SCHEMA)
         return db
 

@@ -28,6 +28,7 @@ from toolkernel.registries import (
     KBExtensionRegistry,
     MiddlewareRegistry,
     PromptRegistry,
+    ReaderRegistry,
     Registry,
     RerankerRegistry,
     ResourceRegistry,
@@ -312,6 +313,11 @@ class Kernel:
         return self._collect("register_chunkers", ChunkerRegistry(self._origin_of))
 
     @cached_property
+    def readers(self) -> ReaderRegistry:
+        """File readers by name, each with the suffixes it reads."""
+        return self._collect("register_readers", ReaderRegistry(self._origin_of))
+
+    @cached_property
     def kb_extensions(self) -> KBExtensionRegistry:
         """Knowledge-base extension factories by name."""
         return self._collect("register_kb_extensions", KBExtensionRegistry(self._origin_of))
@@ -591,6 +597,7 @@ _REGISTRY_ATTRS = (
     "embedders",
     "rerankers",
     "chunkers",
+    "readers",
     "kb_extensions",
     "entity_extractors",
     "tools",

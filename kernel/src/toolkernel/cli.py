@@ -4,7 +4,9 @@
 ``register_commands`` and dispatches. A command's ``run(args, kernel)`` returns an exit
 code or an awaitable of one. A :class:`~toolkernel.errors.ToolkernelError` prints one line
 to stderr and exits with its ``exit_code`` (2 for what the user can fix, 3 for a server
-that failed, 4 for a timeout); nothing is written to stdout but results.
+that failed, 4 for a timeout); nothing is written to stdout but results. A usage mistake
+caught by the parser is one such line too, and stdout closed early (``| head``) ends the
+command with one line rather than a traceback.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import argparse
 import gc
 import inspect
+import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from toolkernel.registries import Registry
 
@@ -29,6 +33,8 @@ __all__ = [
     "Run",
     "build_parser",
     "main",
+    "port_number",
+    "positive_seconds",
 ]
 
 Configure = Callable[..., None]
@@ -64,9 +70,40 @@ class CommandRegistry(Registry[Command]):
         self._add(name, Command(configure, run, help, pass_kernel))
 
 
+def port_number(text: str) -> int:
+    """An argparse ``type``: a TCP port, 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535)")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse ``type``: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are the one ``toolkernel: error:`` line every error is."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("toolkernel").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"toolkernel: error: {where}{message} (see {self.prog} --help)\n")
+
+
 def build_parser(kernel: Kernel) -> argparse.ArgumentParser:
     """The argument parser with every registered command."""
-    parser = argparse.ArgumentParser(prog="toolkernel", description="A plugin-based MCP tooling kernel.")
+    parser = _Parser(prog="toolkernel", description="A plugin-based MCP tooling kernel.")
     parser.add_argument(
         "--log-level", default=None, help="debug, info, warning or error (TOOLKERNEL_LOG_LEVEL)"
     )
@@ -100,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         known, _ = pre.parse_known_args(argv)
         kernel = Kernel.from_config(known.config)
         args = build_parser(kernel).parse_args(argv)
+        _check_log_level(args.log_level)
         if args.log_level:
             configure_logging(args.log_level)
         configure_from_env()
@@ -117,14 +155,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # A command that serves may choose the loop (``serve --loop``).
             result = anyio.run(wait, backend_options={"use_uvloop": getattr(args, "loop", None) == "uvloop"})
+        sys.stdout.flush()  # here, so a reader that went away is caught below, not at exit
         return int(result or 0)
     except ToolkernelError as exc:
         print(f"toolkernel: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        # The reader of stdout left (``| head``): what is still buffered goes nowhere, and
+        # the interpreter's own flush at exit must not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("toolkernel: error: stdout was closed before the output was written", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     finally:
         gc.enable()
+
+
+def _check_log_level(option: str | None) -> None:
+    """Refuse an unknown ``--log-level`` (or ``TOOLKERNEL_LOG_LEVEL``) before anything runs."""
+    import logging
+
+    from toolkernel.errors import ConfigError
+
+    given = (("--log-level", option), ("TOOLKERNEL_LOG_LEVEL", os.environ.get("TOOLKERNEL_LOG_LEVEL")))
+    for name, level in given:
+        if level and not isinstance(logging.getLevelName(level.upper()), int):
+            raise ConfigError(f"{name} {level!r}: unknown level; use debug, info, warning or error")
 
 
 if __name__ == "__main__":  # pragma: no cover

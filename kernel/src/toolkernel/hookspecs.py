@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         KBExtensionRegistry,
         MiddlewareRegistry,
         PromptRegistry,
+        ReaderRegistry,
         RerankerRegistry,
         ResourceRegistry,
         ServerTransportRegistry,
@@ -61,6 +62,7 @@ __all__ = [
     "register_entity_extractors",
     "register_kb_extensions",
     "register_prompts",
+    "register_readers",
     "register_rerankers",
     "register_resources",
     "register_server_transports",
@@ -204,6 +206,22 @@ def register_chunkers(registry: ChunkerRegistry) -> None:
     Example: ``docs/examples/hooks/register_chunkers.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.2
+    """
+
+
+@_spec
+def register_readers(registry: ReaderRegistry) -> None:
+    """Add readers: what turns a file of some type into documents (text and metadata) to chunk.
+
+    :param registry: ``registry.add(name, reader, suffixes=[".ext", ...])``; ``reader`` is a
+        :class:`~toolkernel.readers.Reader` or a function ``read(path)`` yielding
+        :class:`~toolkernel.readers.ReadDocument` s. ``kb ingest`` reads each file with the
+        reader of its suffix; the suffix ``""`` claims files without one whose content is
+        text. A suffix claimed by two readers is rejected, naming both.
+
+    Example: ``docs/examples/hooks/register_readers.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.3
     """
 
 

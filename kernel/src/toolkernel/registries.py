@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from toolkernel.knowledge import KBExtensionFactory
     from toolkernel.middleware import ToolMiddleware
     from toolkernel.prompts import Prompt
+    from toolkernel.readers import Reader, ReaderFunction
     from toolkernel.rerankers import RerankerFactory
     from toolkernel.resources import Resource, ResourceTemplate
     from toolkernel.tools import Tool
@@ -48,6 +49,8 @@ __all__ = [
     "MiddlewareRegistry",
     "OriginResolver",
     "PromptRegistry",
+    "ReaderRegistry",
+    "ReaderSpec",
     "Registry",
     "RerankerRegistry",
     "ResourceRegistry",
@@ -277,6 +280,59 @@ class ChunkerRegistry(Registry["ChunkerFactory"]):
         """
         _require_callable(self.kind, name, factory)
         self._add(name, factory, settings)
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderSpec:
+    """A registered reader: ``read(path)`` and the file suffixes it answers for."""
+
+    read: ReaderFunction
+    suffixes: tuple[str, ...]
+
+
+class ReaderRegistry(Registry[ReaderSpec]):
+    kind = "reader"
+
+    def __init__(self, origin_of: OriginResolver | None = None) -> None:
+        super().__init__(origin_of)
+        self._by_suffix: dict[str, str] = {}
+
+    def add(self, name: str, reader: Reader | ReaderFunction, *, suffixes: Iterable[str]) -> None:
+        """Register ``reader`` (a :class:`~toolkernel.readers.Reader` or a ``read(path)`` function).
+
+        ``suffixes`` are the file suffixes it reads, with their dot (``".docx"``), compared
+        without case; ``""`` claims files without a suffix whose content is text. A suffix
+        claimed twice is rejected, naming both readers.
+        """
+        read: ReaderFunction = reader.read if hasattr(reader, "read") else reader
+        _require_callable(self.kind, name, read)
+        if isinstance(suffixes, str):
+            raise RegistrationError(f"reader {name!r}: suffixes must be a list of suffixes, not a string")
+        claimed = tuple(s.lower() for s in suffixes)
+        for suffix in claimed:
+            if not isinstance(suffix, str) or (suffix and not re.match(r"^\.[a-z0-9_.+-]+$", suffix)):
+                raise RegistrationError(
+                    f"reader {name!r}: suffix {suffix!r} is not valid (a dot then letters or digits, "
+                    "e.g. '.docx', or '' for files without one)"
+                )
+            if suffix in self._by_suffix:
+                other = self._by_suffix[suffix]
+                raise RegistrationError(
+                    f"reader {name!r} claims {suffix or 'files without a suffix'!r}, which reader "
+                    f"{other!r} ({self.origin(other)}) already reads; disable one of the two plugins "
+                    "(TOOLKERNEL_DISABLE_PLUGINS)"
+                )
+        self._add(name, ReaderSpec(read, claimed))
+        for suffix in claimed:
+            self._by_suffix[suffix] = name
+
+    def for_suffix(self, suffix: str) -> str | None:
+        """The name of the reader registered for ``suffix`` (``""``: no suffix), or ``None``."""
+        return self._by_suffix.get(suffix.lower())
+
+    def suffixes(self) -> list[str]:
+        """Every suffix some reader answers for, sorted."""
+        return sorted(self._by_suffix)
 
 
 class KBExtensionRegistry(Registry["KBExtensionFactory"]):

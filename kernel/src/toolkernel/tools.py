@@ -98,6 +98,9 @@ class Tool:
     on_input_delta: ToolCallback | None = None
     on_input_available: ToolCallback | None = None
     on_output: ToolCallback | None = None
+    check_input: Callable[[Mapping[str, Any]], None] | None = None
+    """A cheap check of the raw arguments run before schema validation (say, size limits), so an
+    oversized input is refused before any work; a :class:`ValueError` it raises is the isError."""
     is_async: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +131,11 @@ class Tool:
         if arguments is not None and not isinstance(arguments, Mapping):
             raise ToolInputError(f"arguments must be an object, got {type(arguments).__name__}")
         args = arguments or {}
+        if self.check_input is not None:
+            try:
+                self.check_input(args)
+            except ValueError as exc:
+                raise ToolInputError(str(exc)) from None
         if self.input_model is not None:
             try:
                 return self.input_model.model_validate(args)
@@ -331,11 +339,13 @@ def create_tool(
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
     on_output: ToolCallback | None = None,
+    check_input: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> Tool:
     """Make a :class:`Tool` Mastra-style: ``execute(input, ctx)`` with explicit schemas.
 
     ``input_schema`` is a pydantic model (``execute`` receives an instance) or a JSON
     Schema object (``execute`` receives the validated dict); ``None`` takes no input.
+    ``check_input(arguments)`` runs before schema validation (see :attr:`Tool.check_input`).
     """
     if not callable(execute):
         raise ConfigError(f"create_tool({id!r}): execute must be callable")
@@ -376,6 +386,7 @@ def create_tool(
         on_input_delta=on_input_delta,
         on_input_available=on_input_available,
         on_output=on_output,
+        check_input=check_input,
     )
 
 

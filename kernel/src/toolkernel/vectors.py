@@ -7,7 +7,8 @@ kit in :mod:`toolkernel.testing.stores` checks a store against it.
 
 Scores are *higher-is-better* for every metric:
 
-* ``cosine`` — cosine similarity, ``dot(a, b) / (|a| |b|)``, in ``[-1, 1]``;
+* ``cosine`` — cosine similarity, ``dot(a, b) / (|a| |b|)``, in ``[-1, 1]``; ``0.0`` when either
+  vector is all zeros (it has no direction), never NaN;
 * ``dot`` — the dot product ``dot(a, b)``;
 * ``euclidean`` — the *negative* euclidean distance ``-|a - b|`` (``0`` is an exact match).
 

@@ -119,7 +119,7 @@ async def test_a_server_that_never_answers_times_out_connecting(client_kernel: A
         assert silent.state == "failed"
         assert silent.error is not None
         assert "connecting timed out after 1.5s" in silent.error
-        assert "gave up after 0 reconnects" in silent.error
+        assert "reconnects" not in silent.error  # none were allowed, so none is spoken of
         with pytest.raises(MCPClientError, match="silent: server is unavailable"):
             await client.read_resource("silent", "x://y")
     assert anyio.current_time() - start < 20

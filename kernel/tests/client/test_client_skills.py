@@ -32,13 +32,11 @@ import sys
 from pathlib import Path
 
 from fastmcp import FastMCP
-from fastmcp.server.providers.skills import SkillsDirectoryProvider
-from fastmcp.skills.extension import SkillsExtension
+from fastmcp.skills.provider import SkillsDirectoryProvider
 
 app = FastMCP("skills")
-provider = SkillsDirectoryProvider(Path(sys.argv[1]), supporting_files="resources", experimental_skills=True)
-app.add_provider(provider)
-app.add_extension(SkillsExtension(providers=[provider]))
+# reload: files are read when asked for, so a file changed after listing is served changed.
+app.add_provider(SkillsDirectoryProvider([Path(sys.argv[1])], reload=True))
 app.run(show_banner=False)
 """
 

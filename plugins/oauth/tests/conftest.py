@@ -64,7 +64,7 @@ class Issuer:
     def jwks(self) -> dict[str, Any]:
         return KeySet([self.key]).as_dict(private=False)
 
-    def token(self, audience: str | None, scopes: str = "", **claims: Any) -> str:
+    def token(self, audience: str | None, scopes: str = "", typ: str = "at+jwt", **claims: Any) -> str:
         now = int(time.time())
         body: dict[str, Any] = {
             "iss": self.issuer,
@@ -77,7 +77,8 @@ class Issuer:
         }
         if audience is not None:
             body["aud"] = audience
-        return jwt.encode({"alg": "RS256", "kid": self.key.kid}, body, self.key)
+        body = {k: v for k, v in body.items() if v is not None}  # a claim given as None is left out
+        return jwt.encode({"alg": "RS256", "kid": self.key.kid, "typ": typ}, body, self.key)
 
     def app(self) -> Starlette:
         async def jwks(request: Any) -> JSONResponse:

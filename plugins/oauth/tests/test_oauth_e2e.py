@@ -47,14 +47,17 @@ REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the driver stops at
 
 
 @contextlib.contextmanager
-def oidc_provider(resource: str, token_format: str, ttl: int) -> Iterator[str]:
-    """Start oidc-provider for ``resource``; yield its issuer URL; stop it."""
+def oidc_provider(resource: str, token_format: str, ttl: int, *, registration: bool = True) -> Iterator[str]:
+    """Start oidc-provider for ``resource``; yield its issuer URL; stop it. Without
+    ``registration`` it has no dynamic client registration, and the public client
+    ``cli-client`` (loopback redirect, any port) is registered out of band."""
     if not NODE.exists() or not (ROOT / "tests/node/node_modules/oidc-provider").exists():
         message = "oidc-provider / Node 22 not installed: run `cd tests/node && npm ci`"
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(message)
         pytest.skip(message)
     env = {**os.environ, "RESOURCE": resource, "TOKEN_FORMAT": token_format, "ACCESS_TTL": str(ttl)}
+    env["REGISTRATION"] = "on" if registration else "off"
     proc = subprocess.Popen(
         [str(NODE), str(PROVIDER)],
         cwd=PROVIDER.parent,

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+import structlog
 from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
 
@@ -111,6 +112,10 @@ def _forged(kind: str, issuer: Issuer, url: str) -> str:
         )
     if kind == "garbage":
         return "not-a-jwt"
+    if kind == "typ JWT (not an access token)":
+        return issuer.token(url, "mcp", typ="JWT")
+    if kind == "no sub":
+        return issuer.token(url, "mcp", sub=None)
     raise AssertionError(kind)
 
 
@@ -126,6 +131,8 @@ def _forged(kind: str, issuer: Issuer, url: str) -> str:
         "alg none",
         "HS256 with the public key",
         "garbage",
+        "typ JWT (not an access token)",
+        "no sub",
     ],
 )
 async def test_bad_tokens_get_401(protected: dict[str, Any], kind: str) -> None:
@@ -182,6 +189,34 @@ async def test_missing_scope_gets_403_naming_it(protected: dict[str, Any]) -> No
     assert 'error="insufficient_scope"' in challenge
     assert 'scope="admin"' in challenge
     assert "resource_metadata=" in challenge
+    assert response.json()["id"] == 2  # the request's id was readable, so the answer carries it
+
+
+async def test_each_refused_request_is_one_log_line_with_a_reason(protected: dict[str, Any]) -> None:
+    """No token, a bad token, a token lacking a scope: one ``request refused`` line each, saying
+    why, and never the token."""
+    url, issuer = protected["url"], protected["issuer"]
+    expired = issuer.token(url, "mcp", exp=5, iat=1)
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "_purge", "arguments": {}}}
+    with structlog.testing.capture_logs() as logs:
+        assert (await post(url, INIT)).status_code == 401
+        assert (await post(url, INIT, expired)).status_code == 401
+        assert (await post(url, INIT, issuer.token(url, "mcp", typ="JWT"))).status_code == 401
+        assert (await post(url, call, issuer.token(url, "mcp"))).status_code == 403
+    refused = [entry for entry in logs if entry["event"] == "request refused"]
+    assert [(r["status"], r["error"]) for r in refused] == [
+        (401, None),
+        (401, "invalid_token"),
+        (401, "invalid_token"),
+        (403, "insufficient_scope"),
+    ]
+    reasons = [r["reason"] for r in refused]
+    assert reasons[0] == "no Authorization header"
+    assert "Expired" in reasons[1]
+    assert "at+jwt" in reasons[2]
+    assert reasons[3] == "missing scope(s): admin"
+    assert all(r["path"] == "/mcp" and r["method"] == "POST" for r in refused)
+    assert expired not in repr(logs)
 
 
 async def test_tool_hidden_from_a_caller_without_its_scope(protected: dict[str, Any]) -> None:

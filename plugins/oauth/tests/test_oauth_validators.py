@@ -131,3 +131,20 @@ async def test_token_file_is_0600_and_replaced_atomically(tmp_path: Path) -> Non
     assert await memory.get("k") == {"v": 1}
     await memory.delete("k")
     assert await memory.get("k") is None
+
+
+async def test_rfc9068_checks_are_on_by_default_and_can_be_turned_off() -> None:
+    """``typ`` must be ``at+jwt`` and ``sub`` present (RFC 9068), unless ``rfc9068 = false``."""
+    issuer = Issuer()
+    jwks = issuer.jwks()
+    strict = JWTValidator(JWTSettings(issuer=ISSUER, jwks=jwks))
+    lax = JWTValidator(JWTSettings(issuer=ISSUER, jwks=jwks, rfc9068=False))
+    id_token_shaped = issuer.token("https://r.test/mcp", typ="JWT", sub=None)
+    assert await strict.verify(issuer.token("https://r.test/mcp")) is not None
+    assert await strict.verify(issuer.token("https://r.test/mcp", typ="application/at+jwt")) is not None
+    assert await strict.verify(issuer.token("https://r.test/mcp", typ="JWT")) is None
+    assert await strict.verify(issuer.token("https://r.test/mcp", sub=None)) is None
+    assert await strict.verify(id_token_shaped) is None
+    info = await lax.verify(id_token_shaped)
+    assert info is not None
+    assert info.subject is None

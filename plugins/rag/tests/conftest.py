@@ -87,3 +87,20 @@ def postgres() -> Iterator[PostgresService]:
         postgres_server(Path(directory)) as service,
     ):
         yield service
+
+
+async def stored_vectors(kb_dir: Path) -> int:
+    """The embedded store's vector count, read from the store itself.
+
+    Opening the knowledge base writable would repair a store that misses vectors, and a
+    reader never opens it; a test that checks the store looks at it directly.
+    """
+    from toolkernel_rag.layout import read_manifest
+
+    manifest = read_manifest(kb_dir)
+    assert manifest is not None
+    store = make_kernel().vector_store("qdrant", path=str(kb_dir / "store"))
+    try:
+        return await store.count(manifest.store.index)
+    finally:
+        await store.aclose()

@@ -14,7 +14,7 @@ import anyio
 
 from toolkernel_rag import KnowledgeBase, ingest
 
-from .conftest import EMBEDDER, make_kernel, write_records
+from .conftest import EMBEDDER, make_kernel, stored_vectors, write_records
 
 WORDS = [
     "river",
@@ -72,7 +72,7 @@ def _ingest_command(corpus: Path, kb_dir: Path) -> list[str]:
 async def _snapshot(kb_dir: Path) -> tuple[int, int, int, list[str]]:
     async with await KnowledgeBase.open(str(kb_dir), kernel=make_kernel()) as kb:
         done, pending, chunks = kb.catalog.counts()
-        vectors = await kb.store.count(kb.index)
+        vectors = await stored_vectors(kb_dir)
         ids = sorted(c for d in kb.documents() for c in kb.catalog.chunk_ids(d.id))
         return done, pending, chunks, [str(vectors), *ids]
 

@@ -165,12 +165,15 @@ async def test_corrupt_and_unsupported_files_are_reported_and_skipped(corpus: Pa
         reasons = {Path(p.where.split(":")[0]).name: p.reason for p in report.problems}
         assert "not JSON" in reasons["records.jsonl"] or "needs" in reasons["records.jsonl"]
         assert reasons["broken.json"].startswith("JSONDecodeError")
-        assert reasons["latin1.md"].startswith("UnicodeDecodeError")
+        assert "latin1.md" not in reasons  # Latin-1 is detected, not refused as broken UTF-8
         assert "scan.pdf" in reasons
         assert reasons["corpus"] == "unsupported file types skipped: 1 .png"
         assert reasons["missing-dir"] == "does not exist"
         assert len([p for p in report.problems if "records.jsonl" in p.where]) == 3
-        assert report.added == 6  # the five good files and the good record
+        assert report.added == 7  # the five good files, the Latin-1 one and the good record
+        latin1 = kb.document("latin1.md")
+        assert latin1 is not None
+        assert latin1[1] == "café au lait"
 
 
 async def test_manifest_records_the_build_and_refuses_another_embedder(corpus: Path, tmp_path: Path) -> None:

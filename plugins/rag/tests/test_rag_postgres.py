@@ -329,7 +329,9 @@ async def test_graph_mode_on_the_database_backend(postgres: PostgresService, tmp
     async with reader:
         assert len(await reader.search("river3 stone4", mode="graph", top_k=5)) == 5
         write_records(corpus, _records(20, frozenset({4})))
-        async with await KnowledgeBase.open("graphkb", kernel=kernel, home=postgres.uri) as writer:
+        async with await KnowledgeBase.open(
+            "graphkb", kernel=kernel, home=postgres.uri, writable=True
+        ) as writer:
             await ingest(writer, [str(corpus)])
         await anyio.sleep(1.1)
         hits = await reader.search("quokka4", mode="graph", top_k=3)

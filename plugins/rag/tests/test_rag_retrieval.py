@@ -142,7 +142,13 @@ async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Pat
     db.execute("UPDATE settings SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
     db.commit()
     db.close()
+    # A reader analyses the texts in memory and leaves the catalog as it found it.
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel()) as kb:
+        [hit] = await kb.search("honey", top_k=1, mode="sparse")
+        assert hit.chunk.document_id == "bees"
+        assert kb.catalog.document_terms() == {"bees": None, "ships": None}
+    # The writer migrates the catalog and keeps the terms.
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel(), writable=True) as kb:
         [hit] = await kb.search("honey", top_k=1, mode="sparse")
         assert hit.chunk.document_id == "bees"
         assert kb.catalog.document_terms() == {

@@ -90,7 +90,10 @@ async def test_search_schema_lists_exactly_the_store_operators(kb: KnowledgeBase
     schema = search.input_schema
     condition = set(schema["$defs"]["condition"]["properties"])
     logical = set(schema["$defs"]["filter"]["properties"])
-    assert condition | logical == set(kb.store.supported_filter_operators)
+    from toolkernel_qdrant._translate import SUPPORTED_OPERATORS
+
+    # A reader never opens the embedded store, yet offers exactly its operators.
+    assert condition | logical == set(kb.supported_filter_operators) == set(SUPPORTED_OPERATORS)
     assert "$regex" not in condition  # Qdrant evaluates every operator but $regex
     assert schema["properties"]["mode"]["enum"] == ["hybrid", "dense", "sparse"]
 
@@ -192,10 +195,14 @@ async def test_an_operator_the_store_lacks_is_an_error_naming_it(kb: KnowledgeBa
 
 
 async def test_a_store_failure_is_an_error_naming_the_cause(kb: KnowledgeBase) -> None:
-    await kb.store.delete_index(kb.index)  # the store loses the index under a running server
-    result = await _search(kb, {"query": "solar", "mode": "dense"})
+    directory = kb.directory
+    await kb.aclose()
+    # The writer's process searches its store: it loses the index under a running server.
+    async with await KnowledgeBase.open(str(directory), kernel=make_kernel(), writable=True) as writer:
+        await writer.store.delete_index(writer.index)
+        result = await _search(writer, {"query": "solar", "mode": "dense"})
     assert result.is_error
-    assert f"vector index '{kb.index}' does not exist" in result.content[0].text
+    assert f"vector index '{writer.index}' does not exist" in result.content[0].text
 
 
 async def test_fetch_document_resources_and_prompt(kb: KnowledgeBase) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkernel import hookimpl
 from toolkernel._builtin import devserver
+from toolkernel.cli import port_number, positive_seconds
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
@@ -51,7 +52,7 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
         "--transport", default="stdio", help="stdio (built in), http or sse (toolkernel-http)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface for network transports")
-    parser.add_argument("--port", type=int, default=8000, help="port for network transports")
+    parser.add_argument("--port", type=port_number, default=8000, help="port for network transports")
     parser.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
     parser.add_argument(
         "--insecure",
@@ -59,13 +60,7 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
         help="serve a network transport off loopback with no allowed hosts and no authentication "
         "(any web page could call the tools)",
     )
-    parser.add_argument(
-        "--auth",
-        default=None,
-        metavar="PROVIDER",
-        help="require a token: the auth provider that checks it (toolkernel-oauth: jwt, introspection, "
-        "static-tokens, chain); network transports only",
-    )
+    auth_argument(parser)
     parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
@@ -84,16 +79,13 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
-    if args.auth is not None:
-        if args.transport == "stdio":
-            raise ConfigError("--auth applies to network transports (http, sse), not to stdio")
-        if args.auth not in kernel.auth_providers:
-            known = ", ".join(kernel.auth_providers) or "none (pip install toolkernel-oauth)"
-            raise ConfigError(f"--auth {args.auth!r}: no such auth provider; available: {known}")
+    check_auth_option(kernel, args.transport, args.auth)
     try:
         options = serve_options(args)
     except ValidationError as exc:
-        raise ConfigError(f"serve: {exc}") from None
+        from toolkernel.client.config import format_errors
+
+        raise ConfigError(f"serve: {format_errors(exc)}") from None
     args.loop = _event_loop(args.loop)
     server = load_server(args.target)
     if server._kernel is None:
@@ -101,6 +93,30 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
     import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
 
     return server.kernel.serve(server, args.transport, options)
+
+
+def auth_argument(parser: argparse.ArgumentParser) -> None:
+    """``--auth PROVIDER``, as ``serve`` and ``kb serve`` take it."""
+    parser.add_argument(
+        "--auth",
+        default=None,
+        metavar="PROVIDER",
+        help="require a token: the auth provider that checks it (toolkernel-oauth: jwt, introspection, "
+        "static-tokens, chain); network transports only",
+    )
+
+
+def check_auth_option(kernel: Kernel, transport: str, auth: str | None) -> None:
+    """Refuse ``--auth`` on stdio, or naming a provider no plugin registered."""
+    from toolkernel.errors import ConfigError
+
+    if auth is None:
+        return
+    if transport == "stdio":
+        raise ConfigError("--auth applies to network transports (http, sse), not to stdio")
+    if auth not in kernel.auth_providers:
+        known = ", ".join(kernel.auth_providers) or "none (pip install toolkernel-oauth)"
+        raise ConfigError(f"--auth {auth!r}: no such auth provider; available: {known}")
 
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
@@ -168,8 +184,12 @@ def _plugin_args(parser: argparse.ArgumentParser) -> None:
 
 def _plugin(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel._scaffold import new_plugin
+    from toolkernel.errors import ConfigError
 
-    written = new_plugin(args.name, args.kind, args.dir)
+    try:
+        written = new_plugin(args.name, args.kind, args.dir)
+    except OSError as exc:
+        raise ConfigError(f"plugin new: cannot write {exc.filename or args.dir!r}: {exc.strerror}") from None
     root = written[0].parent
     for path in written:
         print(path)
@@ -186,7 +206,9 @@ def _client_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "server", metavar="SERVER", help="a URL, or a command line that starts a stdio server"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds before giving up (default 30)")
+    parser.add_argument(
+        "--timeout", type=positive_seconds, default=30.0, help="seconds before giving up (default 30)"
+    )
     parser.add_argument("--mode", default="auto", help="protocol era: auto, legacy or 2026-07-28")
     parser.add_argument(
         "--header",
@@ -255,9 +277,11 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
 
 
 @contextlib.contextmanager
-def _quiet_unless_asked(args: argparse.Namespace) -> Iterator[None]:
+def _quiet_unless_asked(args: argparse.Namespace, also: tuple[str, ...] = ()) -> Iterator[None]:
     """While a one-shot client runs, log only errors unless a level was asked for: its failure is
-    the one error line. The previous configuration comes back afterwards (``main`` may run in-process)."""
+    the one error line. The loggers named in ``also`` are silenced altogether (a library logging a
+    traceback for the error the command reports). The previous configuration comes back
+    afterwards (``main`` may run in-process)."""
     import logging
     import os
 
@@ -272,13 +296,18 @@ def _quiet_unless_asked(args: argparse.Namespace) -> Iterator[None]:
     wrapper = structlog.get_config()["wrapper_class"]
     root = logging.getLogger()
     root_level = root.level
+    silenced = {name: logging.getLogger(name).level for name in also}
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     root.setLevel(logging.ERROR)
+    for name in silenced:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     try:
         yield
     finally:
         structlog.configure(wrapper_class=wrapper)
         root.setLevel(root_level)
+        for name, level in silenced.items():
+            logging.getLogger(name).setLevel(level)
 
 
 @contextlib.contextmanager

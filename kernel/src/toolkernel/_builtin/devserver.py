@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from toolkernel.cli import port_number
+
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
 
@@ -32,7 +34,7 @@ def dev_args(parser: argparse.ArgumentParser) -> None:
     """``toolkernel dev`` options."""
     parser.add_argument("target", metavar="TARGET", help="path/file.py:attr or package.module:attr")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port to listen on (default 8000)")
     parser.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
     parser.add_argument(
         "--watch",

@@ -371,7 +371,8 @@ class ServerConnection:
             self.attempt = failures
             if failures > policy.max_attempts:
                 self.exhausted = True
-                self._set_state("failed", f"{error} (gave up after {policy.max_attempts} reconnects)")
+                tried = f" (gave up after {policy.max_attempts} reconnects)" if policy.max_attempts else ""
+                self._set_state("failed", f"{error}{tried}")
                 return
             self._set_state("failed", error)
             await anyio.sleep(policy.backoff(failures))

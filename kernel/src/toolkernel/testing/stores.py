@@ -16,7 +16,8 @@ Every test uses fresh, uniquely named indexes and deletes them afterwards, so a 
 by a shared server works. The kit checks behaviour, not class names: CRUD, every metric
 against exact numpy search, every filter operator the store claims (expected results from
 :func:`toolkernel.filters.matches`, on fixed records and on records and filters hypothesis
-generates: list, missing and mixed-type fields) and that every other operator raises
+generates: list, missing and mixed-type fields, and always int beside fractional numbers),
+a zero vector's cosine (``0.0``, never NaN), and that every other operator raises
 :class:`~toolkernel.vectors.UnsupportedFilterError`, a 10k-vector batch, concurrent writers
 and readers, unicode, empty results and bad input.
 
@@ -38,7 +39,7 @@ import pytest
 
 try:
     import numpy as np
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import HealthCheck, Phase, example, given, settings
     from hypothesis import strategies as st
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -61,6 +62,8 @@ from toolkernel.vectors import (
 __all__ = [
     "FILTER_CASES",
     "FILTER_RECORDS",
+    "NUMBER_CASES",
+    "NUMBER_RECORDS",
     "SOLE_OPERATOR_FILTERS",
     "VectorStoreContract",
     "exact_scores",
@@ -155,6 +158,42 @@ FILTER_CASES: dict[str, list[dict[str, Any]]] = {
     "$nor": [{"$nor": [{"color": "red"}, {"active": True}]}],
 }
 
+# Whole and fractional numbers side by side: a backend that keeps ints and floats apart may
+# compare an int with a fractional operand wrongly (truncating 0.5 to 0, say). Every store
+# must return exactly the records ``matches`` does, for every operator it claims.
+NUMBER_RECORDS: list[dict[str, Any]] = [
+    {"a": 0},
+    {"a": 1},
+    {"a": -1},
+    {"a": 2},
+    {"a": 0.0},
+    {"a": 0.5},
+    {"a": -0.5},
+    {"a": 1.0},
+    {"a": 1.5},
+    {"a": [0, 3]},
+    {"a": [0.5, 4.0]},
+    {"a": [-1, 2.5]},
+    {"b": 0},
+]
+
+_NUMBER_OPERANDS: tuple[float, ...] = (0.5, -0.5, 1.5, 2.5, 0, 1, 1.0, -1, 0.0)
+"""Each range and equality operator is tried with each of these against :data:`NUMBER_RECORDS`."""
+
+NUMBER_CASES: list[dict[str, Any]] = [
+    *({"a": {op: v}} for op in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte") for v in _NUMBER_OPERANDS),
+    {"a": {"$in": [0.5, 2]}},
+    {"a": {"$in": [-0.5, 1.5, 3]}},
+    {"a": {"$nin": [0.5, 1]}},
+    {"a": {"$all": [0.5]}},
+    {"a": {"$all": [0, 3.0]}},
+    {"$or": [{"a": 0.5}, {"a": {"$gt": 2.5}}]},
+    {"$and": [{"a": {"$gte": -0.5}}, {"a": {"$lt": 0.5}}]},
+    {"$not": {"a": {"$eq": 0.5}}},
+    {"$nor": [{"a": {"$lte": -0.5}}]},
+]
+"""Filters mixing int and float operands and values; run when the store claims every operator used."""
+
 # One filter per operator that uses nothing else, for the "unclaimed operator" check.
 SOLE_OPERATOR_FILTERS: dict[str, dict[str, Any]] = {
     "$eq": {"color": {"$eq": "red"}},
@@ -183,7 +222,8 @@ def exact_scores(metric: Metric, data: np.ndarray, query: np.ndarray) -> np.ndar
     if metric == "dot":
         scores = d @ q
     elif metric == "cosine":
-        scores = (d @ q) / (np.linalg.norm(d, axis=1) * np.linalg.norm(q))
+        norms = np.linalg.norm(d, axis=1) * np.linalg.norm(q)
+        scores = np.divide(d @ q, norms, out=np.zeros(len(d)), where=norms > 0)  # zero vector: 0
     else:
         scores = -np.linalg.norm(d - q, axis=1)
     return scores
@@ -480,6 +520,24 @@ class VectorStoreContract:
             recall = sum(recalls) / len(recalls)
             assert recall >= self.min_recall, f"{metric}: recall@10 {recall:.3f} < {self.min_recall}"
 
+    async def test_cosine_with_a_zero_vector_scores_zero(self, vector_store: VectorStore) -> None:
+        """A zero vector has no direction: the contract gives it cosine ``0.0``, never NaN."""
+        store = vector_store
+        async with self.fresh_index(store, 3, "cosine") as index:
+            await store.upsert(
+                index, ["zero", "x", "minus-x"], [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [-2.0, 0.0, 0.0]]
+            )
+            hits = await store.query(index, [3.0, 0.0, 0.0], top_k=3)
+            assert self.ids_of(hits) == ["x", "zero", "minus-x"], [(h.id, h.score) for h in hits]
+            scores = {h.id: h.score for h in hits}
+            assert _close(scores["zero"], 0.0, self.score_tolerance), (
+                f"a stored zero vector scored {scores['zero']}"
+            )
+            hits = await store.query(index, [0.0, 0.0, 0.0], top_k=3)
+            assert sorted(self.ids_of(hits)) == ["minus-x", "x", "zero"]
+            bad = [(h.id, h.score) for h in hits if not _close(h.score, 0.0, self.score_tolerance)]
+            assert not bad, f"a zero query vector must score 0.0 against every vector, got {bad}"
+
     # -- filters -------------------------------------------------------------
 
     @pytest.mark.parametrize("operator", sorted(ALL_OPERATORS))
@@ -519,6 +577,33 @@ class VectorStoreContract:
                 assert await store.count(index, filter=parse_filter(flt)) == len(expected)
             assert ran, f"no case for {operator} uses only operators the store claims"
 
+    async def test_ints_and_floats_compare_as_numbers(self, vector_store: VectorStore) -> None:
+        """Fractional operands against whole values and back: ``{"a": {"$eq": 0.5}}`` never finds ``a: 0``."""
+        store = vector_store
+        claimed = store.supported_filter_operators
+        cases = [flt for flt in NUMBER_CASES if parse_filter(flt).operators() <= claimed]
+        if not cases:
+            pytest.skip("the store claims none of the comparison operators")
+        async with self.fresh_index(store, 2, "dot") as index:
+            ids = [f"n{i}" for i in range(len(NUMBER_RECORDS))]
+            vectors = [[1.0, float(i)] for i in range(len(ids))]
+            await store.upsert(index, ids, vectors, metadata=NUMBER_RECORDS)
+            wrong = []
+            for flt in cases:
+                expected = {rid for rid, meta in zip(ids, NUMBER_RECORDS, strict=True) if matches(flt, meta)}
+                got = set(self.ids_of(await store.query(index, [1.0, 0.0], top_k=len(ids), filter=flt)))
+                if got != expected:
+                    show = dict(zip(ids, NUMBER_RECORDS, strict=True))
+                    wrong.append(
+                        f"filter {flt}: missing {[show[i] for i in sorted(expected - got)]}, "
+                        f"unexpected {[show[i] for i in sorted(got - expected)]}"
+                    )
+                elif await store.count(index, filter=flt) != len(expected):
+                    wrong.append(f"count with filter {flt}")
+            assert not wrong, f"{len(wrong)} of {len(cases)} filters disagree with matches():\n" + "\n".join(
+                wrong
+            )
+
     async def test_filtered_delete_matches_reference(self, vector_store: VectorStore) -> None:
         store = vector_store
         flt: dict[str, Any] = {"tags": "b"} if "$eq" in store.supported_filter_operators else {}
@@ -541,6 +626,20 @@ class VectorStoreContract:
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(records=_records, candidates=_filters)
+    # Always tried, whatever hypothesis generates: an int beside a fractional operand.
+    @example(
+        records=[{"a": 0, "c": True, "b": -4.0}, {"a": 0.5}, {"a": [1, 2.5]}],
+        candidates={
+            "$eq": {"a": {"$eq": 0.5}},
+            "$ne": {"a": {"$ne": 0.5}},
+            "$gt": {"a": {"$gt": -0.5}},
+            "$gte": {"a": {"$gte": 0.5}},
+            "$lt": {"a": {"$lt": 0.5}},
+            "$lte": {"a": {"$lte": -0.5}},
+            "$in": {"a": {"$in": [0.5, 2]}},
+            "$nin": {"b": {"$nin": [-4]}},
+        },
+    )
     async def test_filters_match_the_reference_on_generated_records(
         self, vector_store: VectorStore, records: list[dict[str, Any]], candidates: dict[str, dict[str, Any]]
     ) -> None:

@@ -8,10 +8,16 @@ becomes "the scalar equals, or the list contains it (as int or float)". Chroma h
 ``$gt``/``$gte``/``$lt``/``$lte``: those raise :class:`~toolkernel.vectors.UnsupportedFilterError`.
 Range conditions on lists use hidden per-record bound keys the store writes beside every list of
 numbers: some element is above ``v`` exactly when the largest is, and below ``v`` when the smallest is.
+
+Chroma compares an int value with a fractional operand truncated toward zero (``{"$eq": 0.5}``
+finds ``0``, ``{"$gte": 0.5}`` finds ``0``, ``{"$gt": -0.5}`` misses ``0``), while float values
+compare exactly. So a comparison with a fractional operand is spelled as alternatives each
+exact or too narrow on both kinds of value, with a whole-number operand where ints need one.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from toolkernel.filters import ALL_OPERATORS, And, Condition, Filter, Node, Not, Or
@@ -80,18 +86,46 @@ def _condition(cond: Condition) -> Where:
     if op in ("$gt", "$gte", "$lt", "$lte"):
         if isinstance(value, str):
             raise UnsupportedFilterError(STORE, op, "Chroma compares numbers only, not strings")
-        return _any_of([{field: {op: value}}, {bound_key(_BOUND_FOR[op], field): {op: value}}])
+        return _any_of([_compare(field, op, value), _compare(bound_key(_BOUND_FOR[op], field), op, value)])
     raise UnsupportedFilterError(STORE, op)
 
 
 def _equals(field: str, value: Any) -> Where:
     """The scalar equals ``value``, or the list holds it."""
-    return _any_of([{field: {"$eq": value}}, *({field: {"$contains": v}} for v in _spellings(value))])
+    return _any_of([_compare(field, "$eq", value), *({field: {"$contains": v}} for v in _spellings(value))])
 
 
 def _differs(field: str, value: Any) -> Where:
     """The scalar differs from ``value`` (or is missing) and no list element equals it."""
-    return _all_of([{field: {"$ne": value}}, *({field: {"$not_contains": v}} for v in _spellings(value))])
+    return _all_of(
+        [_compare(field, "$ne", value), *({field: {"$not_contains": v}} for v in _spellings(value))]
+    )
+
+
+def _compare(field: str, op: str, value: Any) -> Where:
+    """``field op value`` on a scalar, exact for int and float values alike.
+
+    A fractional ``v`` reaches Chroma's int values as ``t = trunc(v)``. Each alternative below
+    is exact on one kind of value and never too wide on the other: ``{"$eq": v}`` with
+    ``{"$ne": t}`` finds only floats equal to ``v``; ``{"$gt": v}`` finds on ints ``> t``, which
+    is ``>= ceil(v)`` for positive ``v`` and narrower for negative ones, and ``{"$gte": ceil(v)}``
+    is exact on ints and narrower on floats (ranges below mirror it with ``floor``).
+    """
+    if not (isinstance(value, float) and math.isfinite(value) and not value.is_integer()):
+        return {field: {op: value}}
+    whole = int(value)  # what Chroma compares its int values with
+    equal_floats = {"$and": [{field: {"$eq": value}}, {field: {"$ne": whole}}]}
+    if op == "$eq":
+        return equal_floats
+    if op == "$ne":
+        return {"$or": [{field: {"$ne": value}}, {field: {"$eq": whole}}]}
+    if op in ("$gt", "$gte"):
+        parts: list[Where] = [{field: {"$gt": value}}, {field: {"$gte": math.ceil(value)}}]
+    else:
+        parts = [{field: {"$lt": value}}, {field: {"$lte": math.floor(value)}}]
+    if op in ("$gte", "$lte"):
+        parts.append(equal_floats)
+    return {"$or": parts}
 
 
 def _spellings(value: Any) -> list[Any]:

@@ -70,7 +70,7 @@ class _Connection:
         self.settings = settings
         self.headers = dict(options.headers)
         self.factory: Any = settings.http_client_factory or create_mcp_http_client
-        self.refusal: tuple[int, str] | None = None
+        self.refusal: tuple[int, str, bool] | None = None
 
     def client(self) -> httpx2.AsyncClient:
         """A fresh httpx2 client with the connection's headers, auth and timeouts."""
@@ -86,12 +86,13 @@ class _Connection:
         return client
 
     async def _note_refusal(self, response: httpx2.Response) -> None:
-        """Remember whether the last POST was refused for want of a token (401) or of scopes (403)."""
+        """Remember whether the last POST was refused for want of a token (401) or of scopes (403),
+        and whether it carried one."""
         if response.request.method == "POST":
             status = response.status_code
-            self.refusal = (
-                (status, response.headers.get("www-authenticate", "")) if status in (401, 403) else None
-            )
+            sent = "authorization" in response.request.headers
+            challenge = response.headers.get("www-authenticate", "")
+            self.refusal = (status, challenge, sent) if status in (401, 403) else None
 
     def explain(self, message: SessionMessage | Exception) -> SessionMessage | Exception:
         """``message``, or the SDK's bare error for a refused POST said in words."""
@@ -237,17 +238,31 @@ class _CappedStream(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
-def _explain_refusal(reply: SessionMessage, status: int, challenge: str, url: str) -> SessionMessage:
-    """A 401/403 the SDK reports as a bare internal error, said in words: a token is needed."""
+def _explain_refusal(
+    reply: SessionMessage, status: int, challenge: str, sent: bool, url: str
+) -> SessionMessage:
+    """A 401/403 said in words: a token is needed, or the one sent was refused (the SDK reports
+    it as a bare internal error, or passes on the server's JSON-RPC error)."""
     error = reply.message
-    if status not in (401, 403) or not isinstance(error, JSONRPCError) or error.error.code != INTERNAL_ERROR:
+    if status not in (401, 403) or not isinstance(error, JSONRPCError):
         return reply
-    needed = "a token" if status == 401 else "a token with more scopes"
-    text = (
-        f"{url} answered HTTP {status}: it needs {needed} ({challenge or 'no WWW-Authenticate'}); "
-        "send one with --header 'Authorization: Bearer TOKEN', or log in with toolkernel-oauth "
-        "(`toolkernel auth login URL`)"
-    )
+    why = challenge or "no WWW-Authenticate"
+    if error.error.code != INTERNAL_ERROR:
+        why = f"{error.error.message}; {why}"
+    if sent and status == 401:
+        text = (
+            f"{url} refused the token (HTTP 401: {why}): it is expired, revoked or meant for "
+            "another server; get a new one (`toolkernel auth login URL`)"
+        )
+    elif sent:
+        text = f"{url} refused the token for this request (HTTP 403: {why}): it needs more scopes"
+    else:
+        needed = "a token" if status == 401 else "a token with more scopes"
+        text = (
+            f"{url} answered HTTP {status}: it needs {needed} ({why}); "
+            "send one with --header 'Authorization: Bearer TOKEN', or log in with toolkernel-oauth "
+            "(`toolkernel auth login URL`)"
+        )
     data = ErrorData(code=INVALID_REQUEST, message=text)
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=error.id, error=data))
 

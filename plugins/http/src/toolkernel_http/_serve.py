@@ -84,11 +84,19 @@ class HTTPServerTransport:
 
     def _describe(self) -> str:
         if not self.streamable:
-            return "legacy SSE"
+            return f"legacy SSE ({self._auth().removeprefix(', ')})"
         mode = "stateless" if self.http_options.stateless else "stateful"
         body = "JSON" if self.http_options.json_response else "SSE"
         legacy = f", legacy SSE at {self.http_options.sse_path}" if self.http_options.legacy_sse else ""
-        return f"Streamable HTTP ({mode}, {body} responses{legacy})"
+        return f"Streamable HTTP ({mode}, {body} responses{legacy}{self._auth()})"
+
+    def _auth(self) -> str:
+        """How callers are authenticated, for the start-up line."""
+        auth = self.http_options.auth
+        if auth is None:
+            return ", no authentication"
+        name = auth if isinstance(auth, str) else type(auth).__name__
+        return f", authentication on: {name} tokens required"
 
 
 class LegacySSEServerTransport(HTTPServerTransport):

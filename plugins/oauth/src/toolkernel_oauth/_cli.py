@@ -13,6 +13,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from toolkernel.cli import positive_seconds
+
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
 
@@ -29,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     login.add_argument("--client-metadata-url", default=None, help="an https client ID metadata document")
     login.add_argument("--no-browser", action="store_true", help="print the URL instead of opening a browser")
     login.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds to wait for the login (default 300)"
+        "--timeout", type=positive_seconds, default=300.0, help="seconds to wait for the login (default 300)"
     )
     status = sub.add_parser("status", help="Show the servers with stored tokens (never the tokens).")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -47,15 +49,15 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
 
 
 async def _login(args: argparse.Namespace, kernel: Kernel) -> int:
-    import anyio
-
+    from toolkernel._builtin.commands import _deadline, _quiet_unless_asked
     from toolkernel.client import MCPClient
-    from toolkernel_oauth.client import oauth_auth
+    from toolkernel.errors import ConfigError, MCPClientError
+    from toolkernel_oauth.client import CodeFlowProvider, oauth_auth
     from toolkernel_oauth.loopback import LoopbackRedirect
     from toolkernel_oauth.tokens import FileTokenStore
 
     store = FileTokenStore()
-    with anyio.fail_after(args.timeout):
+    with _quiet_unless_asked(args, also=("mcp.client.auth",)), _deadline(args.timeout):
         async with LoopbackRedirect(open_browser=not args.no_browser) as redirect:
             settings = {
                 "redirect_uri": redirect.uri,
@@ -65,14 +67,22 @@ async def _login(args: argparse.Namespace, kernel: Kernel) -> int:
                 "client_metadata_url": args.client_metadata_url,
             }
             auth = oauth_auth(args.url, settings, store=store, authorizer=redirect.authorize)
+            # The user has until --timeout to log in: connecting waits as long.
+            server = {"url": args.url, "timeout": args.timeout, "connect_timeout": args.timeout}
             config = {
                 "id": f"auth-login-{id(args)}",
-                "servers": {"server": {"url": args.url}},
+                "servers": {"server": server},
                 "throw_on_load_error": True,
                 "policy": {"http_reconnect": {"max_attempts": 0}, "heartbeat_interval": None},
             }
-            async with MCPClient(config, kernel=kernel, persist=False, auth={"server": auth}) as client:
-                tools = await client.list_tools()
+            try:
+                async with MCPClient(config, kernel=kernel, persist=False, auth={"server": auth}) as client:
+                    tools = await client.list_tools()
+            except MCPClientError:
+                failure = auth.failure if isinstance(auth, CodeFlowProvider) else None
+                if failure is not None:
+                    raise ConfigError(f"auth login: {failure}") from None
+                raise
     print(f"logged in to {args.url} ({len(tools)} tools); tokens kept in {store.path}", file=sys.stderr)
     return 0
 

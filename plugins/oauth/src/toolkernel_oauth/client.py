@@ -54,6 +54,10 @@ class AuthorizationRequired(OAuthFlowError):
     """The server needs a user to log in, and this client may not ask one."""
 
 
+class LoginFailed(OAuthFlowError):
+    """A login cannot succeed as configured: say what to change (``auth login`` exits 2 with it)."""
+
+
 class IdentityProvider(BaseModel):
     """The enterprise IdP that trades a user's ID token for an ID-JAG (enterprise-managed authorization)."""
 
@@ -234,6 +238,7 @@ class _DPoPFlow(OAuthClientProvider):
         try:
             outgoing = await inner.__anext__()
             while True:
+                self._check(outgoing)
                 self._sign(outgoing, request)
                 response = yield outgoing
                 key = self.dpop_key
@@ -254,6 +259,9 @@ class _DPoPFlow(OAuthClientProvider):
             return
         finally:
             await inner.aclose()
+
+    def _check(self, outgoing: httpx2.Request) -> None:
+        """A request the flow is about to send may be refused here, before it leaves."""
 
     def _refused(self, response: httpx2.Response) -> None:
         """The server refused the token (or its absence): start DPoP if it asks for it."""
@@ -313,6 +321,10 @@ class CodeFlowProvider(_DPoPFlow):
         self.storage = storage
         self.authorizer = authorizer
         self._result: AuthorizationCodeResult | None = None
+        self._logged_in = False  # a user logged in through this provider
+        self._fresh_token_refused: str | None = None
+        self.failure: LoginFailed | None = None
+        """Why the last login could not succeed, kept for ``auth login`` to report."""
         metadata = OAuthClientMetadata(
             client_name=settings.client_name,
             redirect_uris=[AnyUrl(settings.redirect_uri)],
@@ -346,8 +358,34 @@ class CodeFlowProvider(_DPoPFlow):
                 or ("client_secret_basic" if settings.client_secret else "none"),
             )
 
+    def _check(self, outgoing: httpx2.Request) -> None:
+        """No registration at the MCP server when an authorization server without it was found.
+
+        The SDK falls back to ``POST /register`` on the MCP server's origin (the 2025-03-26
+        rule for servers that are their own authorization server); when discovery named
+        another authorization server that offers no registration endpoint, that request can
+        only fail, so the login stops here saying what to do instead.
+        """
+        metadata = self.context.oauth_metadata
+        separate_server = self.context.auth_server_url is not None or metadata is not None
+        if (
+            separate_server
+            and (metadata is None or metadata.registration_endpoint is None)
+            and outgoing.method == "POST"
+            and outgoing.url.path.endswith("/register")
+        ):
+            issuer = str(metadata.issuer) if metadata is not None else self.context.auth_server_url
+            raise self._failed(
+                f"the authorization server {issuer} offers no dynamic client registration: "
+                "register a client there (redirect URI http://127.0.0.1/callback, any port) "
+                "and pass its --client-id (and --client-secret if it has one)"
+            )
+
     def _refused(self, response: httpx2.Response) -> None:
         super()._refused(response)
+        if self._logged_in and response.status_code == 401:
+            # The token the user just obtained is not accepted: another login would end the same way.
+            self._fresh_token_refused = response.headers.get("www-authenticate", "") or "no reason given"
         if self.authorizer is _refuse and not self.context.can_refresh_token():
             # Nobody may log in here: say so now, before registering a client for nothing.
             raise AuthorizationRequired(
@@ -355,9 +393,20 @@ class CodeFlowProvider(_DPoPFlow):
                 f"run `toolkernel auth login {self.context.server_url}`"
             )
 
+    def _failed(self, message: str) -> LoginFailed:
+        self.failure = LoginFailed(message)
+        return self.failure
+
     async def _redirect(self, authorization_url: str) -> None:
+        if self._fresh_token_refused is not None:
+            raise self._failed(
+                f"{self.context.server_url} refused the token the authorization server just issued "
+                f"({self._fresh_token_refused}); check the server's [plugins.oauth] settings "
+                "(issuer, audience) against the authorization server"
+            )
         redirect = await self.authorizer(authorization_url)
         self._result = parse_redirect(redirect)
+        self._logged_in = True
 
     async def _callback(self) -> AuthorizationCodeResult:
         result, self._result = self._result, None

@@ -3,7 +3,9 @@
 A listener on 127.0.0.1 with an ephemeral port; the authorization URL goes to the browser
 (when one can be opened) or to stderr; the first request to ``/callback`` whose ``state``
 matches the one in the authorization URL ends the wait. Anything else is answered 400 and
-ignored, so a stray or forged request cannot complete a login.
+ignored, so a stray or forged request cannot complete a login. One authorization runs at a
+time (one URL on screen); each waits for its own ``state``, so a second one (a scope
+step-up) never gets the first one's redirect.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class LoopbackRedirect:
         self._expected_state: str | None = None
         self._received: str | None = None
         self._done = anyio.Event()
+        self._one_at_a_time = anyio.Lock()
 
     async def __aenter__(self) -> LoopbackRedirect:
         self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
@@ -47,18 +50,21 @@ class LoopbackRedirect:
 
     async def authorize(self, authorization_url: str) -> str:
         """Send the user to ``authorization_url``; return the redirect URL the browser came back with."""
-        self._expected_state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
-        shown = False
-        if self.open_browser and _has_browser():
-            shown = webbrowser.open(authorization_url)
-        if not shown:
-            print(f"Open this URL to log in:\n\n  {authorization_url}\n", file=sys.stderr, flush=True)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._listener.serve, self._handle)
-            await self._done.wait()
-            tg.cancel_scope.cancel()
-        assert self._received is not None
-        return self._received
+        async with self._one_at_a_time:
+            self._expected_state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
+            self._received = None
+            self._done = anyio.Event()
+            shown = False
+            if self.open_browser and _has_browser():
+                shown = webbrowser.open(authorization_url)
+            if not shown:
+                print(f"Open this URL to log in:\n\n  {authorization_url}\n", file=sys.stderr, flush=True)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._listener.serve, self._handle)
+                await self._done.wait()
+                tg.cancel_scope.cancel()
+            assert self._received is not None
+            return self._received
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
         async with stream:

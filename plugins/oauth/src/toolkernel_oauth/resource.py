@@ -11,7 +11,9 @@ that passes carries its :class:`~toolkernel.AuthInfo` in the ASGI scope, where t
 finds it for ``ctx.auth`` and for filtering lists by scope.
 
 It sits inside the HTTP plugin's Host/Origin checks and CORS, so those keep working, and
-refusals carry CORS headers a browser client can read.
+refusals carry CORS headers a browser client can read. Each refused request is logged as
+one structured line (``request refused`` with status, reason, method, path and client
+address), never with token material.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolkernel._logging import get_logger
 from toolkernel.auth import AuthInfo, AuthProvider
+from toolkernel_oauth import validators
 from toolkernel_oauth.settings import OAuthServerSettings
 
 if TYPE_CHECKING:
@@ -131,22 +135,57 @@ class ResourceServer:
         return doc
 
     async def verify(self, token: str, resource: str) -> AuthInfo | None:
-        """The caller ``token`` stands for, if it is valid, unexpired and meant for ``resource``."""
+        """The caller ``token`` stands for, if it is valid, unexpired and meant for ``resource``;
+        when not, :data:`validators.refusal` says why."""
+        validators.refusal.set(None)
         try:
             info = await self.verifier.verify(token)
         except Exception:
             logger.exception("token validator failed")
+            validators.refusal.set("the validator failed")
             return None
         if info is None:
+            if validators.refusal.get() is None:
+                validators.refusal.set("refused by the validator")
             return None
         aud = info.claims.get("aud") if info.claims else None
         if aud is not None and not _names_resource(aud, resource, self.settings.resource):
-            logger.info("token refused: issued for another resource")
+            validators.refusal.set("aud names another resource (RFC 8707)")
             return None
         return info
 
+    def refuse(
+        self,
+        scope: Scope,
+        path: str,
+        *,
+        error: str | None,
+        reason: str,
+        needed: Sequence[str] = (),
+        request_id: Any = None,
+    ) -> Response:
+        """:meth:`challenge`, and the one log line saying why this request was refused."""
+        response = self.challenge(scope, path, error=error, needed=needed, request_id=request_id)
+        client = scope.get("client")
+        get_logger("toolkernel.oauth").warning(
+            "request refused",
+            status=response.status_code,
+            error=error,
+            reason=reason,
+            method=scope.get("method"),
+            path=scope.get("path"),
+            client=client[0] if client else None,
+        )
+        return response
+
     def challenge(
-        self, scope: Scope, path: str, *, error: str | None, needed: Sequence[str] = ()
+        self,
+        scope: Scope,
+        path: str,
+        *,
+        error: str | None,
+        needed: Sequence[str] = (),
+        request_id: Any = None,
     ) -> Response:
         """A ``401`` (no or bad token) or ``403`` (``insufficient_scope``) with ``WWW-Authenticate``."""
         params = [f'resource_metadata="{self.metadata_url(scope, path)}"']
@@ -163,7 +202,7 @@ class ResourceServer:
             "invalid_token": "The access token is not valid for this server",
             "insufficient_scope": f"This request needs the scope(s): {' '.join(wanted)}",
         }[error]
-        body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
+        body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32001, "message": message}}
         return JSONResponse(
             body, status_code=status, headers={"WWW-Authenticate": "Bearer " + ", ".join(params)}
         )
@@ -254,37 +293,54 @@ class _Guard:
         header = Headers(scope=scope).get("authorization", "")
         kind, _, token = header.partition(" ")
         if not header:
-            await server.challenge(scope, self.path, error=None)(scope, receive, send)
+            refused = server.refuse(scope, self.path, error=None, reason="no Authorization header")
+            await refused(scope, receive, send)
             return
         token = token.strip()
-        info = (
-            await server.verify(token, server.resource_url(scope, self.path))
-            if kind.lower() == "bearer" and token
-            else None
-        )
+        if kind.lower() == "bearer" and token:
+            info = await server.verify(token, server.resource_url(scope, self.path))
+            reason = validators.refusal.get() or "refused"
+        else:
+            info, reason = None, f"Authorization scheme {kind[:20]!r} is not Bearer, or no token"
         if info is None:
-            await server.challenge(scope, self.path, error="invalid_token")(scope, receive, send)
+            await server.refuse(scope, self.path, error="invalid_token", reason=reason)(scope, receive, send)
             return
         granted = set(info.scopes)
-        if not set(server.settings.required_scopes) <= granted:
-            await server.challenge(scope, self.path, error="insufficient_scope")(scope, receive, send)
-            return
-        if scope["method"] == "POST" and self.scopes.any():
+        required = set(server.settings.required_scopes)
+        wants_body = scope["method"] == "POST" and (self.scopes.any() or not required <= granted)
+        message = None
+        if wants_body:
             body = await Request(scope, receive).body()
             try:
                 message = json.loads(body)
             except ValueError:
                 message = None
-            needed = self.scopes.needed(message)
-            if not set(needed) <= granted:
-                await server.challenge(scope, self.path, error="insufficient_scope", needed=needed)(
-                    scope, receive, send
-                )
-                return
             receive = _replay(body, receive)
+        needed = (*sorted(required - granted), *self.scopes.needed(message))
+        if not set(needed) <= granted:
+            missing = " ".join(sorted(set(needed) - granted))
+            refused = server.refuse(
+                scope,
+                self.path,
+                error="insufficient_scope",
+                reason=f"missing scope(s): {missing}",
+                needed=needed,
+                request_id=_request_id(message),
+            )
+            await refused(scope, receive, send)
+            return
         scope[AUTH_SCOPE_KEY] = info
         scope["user"] = _sdk_user(info)
         await self.app(scope, receive, send)
+
+
+def _request_id(message: Any) -> Any:
+    """The id of a JSON-RPC request, when it is one a response may carry (a string or an integer)."""
+    if isinstance(message, dict):
+        rid = message.get("id")
+        if isinstance(rid, str) or (isinstance(rid, int) and not isinstance(rid, bool)):
+            return rid
+    return None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

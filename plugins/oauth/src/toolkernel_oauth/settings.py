@@ -42,6 +42,11 @@ class JWTSettings(BaseModel):
         ("RS256", "PS256", "ES256", "EdDSA"),
         description="Signature algorithms accepted; `none` and HMAC never are unless listed.",
     )
+    rfc9068: bool = Field(
+        True,
+        description="Require what RFC 9068 asks of a JWT access token: header `typ` `at+jwt` (or "
+        "`application/at+jwt`) and a `sub` claim. Off: accept ID-token-shaped JWTs (`typ: JWT`, no `sub`).",
+    )
     leeway_s: int = Field(30, ge=0, description="Clock skew allowed on exp, nbf and iat.")
     jwks_cache_s: float = Field(300.0, gt=0, description="How long fetched keys are trusted.")
     jwks_refresh_min_s: float = Field(

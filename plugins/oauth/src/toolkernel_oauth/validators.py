@@ -4,7 +4,8 @@ They are the ``auth providers`` this plugin registers (``static-tokens``, ``jwt`
 ``introspection``, ``chain``). A validator answers only "is this token good, and whose is
 it"; the audience (this resource, RFC 8707) is checked by the resource server against the
 ``aud`` the validator reports, so one validator serves any URL the server is reached at.
-No token is ever logged.
+Why a token was refused is left in :data:`refusal` (for the resource server's one log line
+per refused request). No token is ever logged.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -29,6 +31,17 @@ from toolkernel_oauth.settings import (
 )
 
 logger = logging.getLogger("toolkernel.oauth")
+
+refusal: ContextVar[str | None] = ContextVar("toolkernel_oauth_refusal", default=None)
+"""Why the last token this task verified was refused, in words that hold no token material."""
+
+AT_JWT_TYPES = ("at+jwt", "application/at+jwt")
+"""The JWT ``typ`` header values RFC 9068 §2.1 gives access tokens."""
+
+
+def _refuse(reason: str) -> None:
+    """Note why a token is refused; the validator then answers ``None``."""
+    refusal.set(reason)
 
 
 def _scopes(value: Any) -> tuple[str, ...]:
@@ -54,13 +67,15 @@ class StaticTokens:
         for known, who in self._by_digest.items():
             if hmac.compare_digest(known, digest):
                 return AuthInfo(subject=who.subject, client_id=who.client_id, scopes=who.scopes)
+        _refuse("unknown token")
         return None
 
 
 class JWTValidator:
     """Signed JWT access tokens: keys from a JWKS (cached, re-fetched on an unknown ``kid``),
-    an algorithm allow-list, ``iss``, ``exp``/``nbf``/``iat`` with leeway, and ``aud`` when
-    configured (otherwise the resource server checks it is this resource)."""
+    an algorithm allow-list, ``iss``, ``exp``/``nbf``/``iat`` with leeway, ``aud`` when
+    configured (otherwise the resource server checks it is this resource), and by default
+    RFC 9068's ``typ: at+jwt`` and ``sub`` (``rfc9068 = false`` turns those two off)."""
 
     def __init__(self, settings: JWTSettings, *, http: httpx2.AsyncClient | None = None) -> None:
         if settings.jwks is None and settings.jwks_uri is None:
@@ -138,6 +153,7 @@ class JWTValidator:
 
         keys = await self._key_set()
         if keys is None:
+            _refuse("no signing keys (JWKS unreachable)")
             return None
         try:
             try:
@@ -148,13 +164,21 @@ class JWTValidator:
             claims = decoded.claims
             self._registry.validate(claims)
         except (JoseError, ValueError) as exc:
-            logger.info("jwt validator: token refused (%s)", type(exc).__name__)
+            _refuse(f"jwt: {type(exc).__name__}")
             return None
+        if self.settings.rfc9068:
+            typ = str(decoded.header.get("typ", "")).lower()
+            if typ not in AT_JWT_TYPES:
+                _refuse(f"jwt: typ {typ or 'missing'!r} is not at+jwt (RFC 9068)")
+                return None
+            if not isinstance(claims.get("sub"), str) or not claims["sub"]:
+                _refuse("jwt: no sub claim (RFC 9068)")
+                return None
         if self.settings.audience and not _audience_matches(claims.get("aud"), self.settings.audience):
-            logger.info("jwt validator: token refused (audience)")
+            _refuse("jwt: aud is not an accepted audience")
             return None
         if "aud" not in claims:
-            logger.info("jwt validator: token refused (no audience)")
+            _refuse("jwt: no aud claim")
             return None
         return _info(claims)
 
@@ -207,14 +231,17 @@ class Introspection:
             body = response.json() if response.status_code == 200 else None
         except (httpx2.HTTPError, ValueError) as exc:
             logger.warning("introspection at %s failed: %s", s.endpoint, type(exc).__name__)
+            _refuse(f"introspection failed: {type(exc).__name__}")
             return None
         finally:
             if self._http is None:
                 await client.aclose()
         if not isinstance(body, dict) or body.get("active") is not True:
+            _refuse("introspection: not active" if isinstance(body, dict) else "introspection: no answer")
             return None
         exp = body.get("exp")
         if isinstance(exp, int | float) and exp <= time.time():
+            _refuse("introspection: expired")
             return None
         info = _info(body)
         if s.cache_s > 0:

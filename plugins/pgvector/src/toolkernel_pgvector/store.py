@@ -301,6 +301,8 @@ class PgVectorStore:
             ann = self._ann_index_sql(table_name, metric, self.options.index_type)
             if ann is not None:
                 await conn.execute(ann)
+            if metric == "cosine":
+                await conn.execute(_zero_index_sql(self.options.schema_, table_name))
             await conn.execute(
                 sql.SQL(
                     "INSERT INTO {} (name, table_name, dimension, metric, index_type)"
@@ -342,6 +344,8 @@ class PgVectorStore:
         async with self._connection() as conn:
             table = await self._table(conn, name)
             await self._build_memory(conn)
+            if table.metric == "cosine":  # tables made before zero vectors had an index of their own
+                await conn.execute(_zero_index_sql(self.options.schema_, table.name))
             await conn.execute(sql.SQL("REINDEX TABLE {}").format(table.ident))
 
     async def describe_index(self, name: str) -> IndexInfo:
@@ -447,18 +451,26 @@ class PgVectorStore:
         parsed = check_filter(self, filter)
         condition, params = where_clause(parsed)
         for attempt in range(2):
-            query_vector = Vector(check_vector(vector, table.dimension, "vector"))
-            statement = self._search_statement(table, condition, include_vectors)
-            args = [query_vector, *params, top_k]
+            checked = check_vector(vector, table.dimension, "vector")
+            query_vector = Vector(checked)
+            cosine = table.metric == "cosine"
             try:
+                if cosine and not any(checked):  # a query with no direction scores 0 against everything
+                    rows = await self._zero_query(table, condition, params, top_k, include_vectors)
+                    break
+                statement = self._search_statement(table, condition, include_vectors)
+                args = [query_vector, *params, top_k, *([*params, top_k] if cosine else [])]
                 # A filter needs an iterative scan to keep top_k hits. Without one, a plain scan
                 # yields ef_search (>= top_k) rows and costs less; only if it comes up short
                 # (a tiny index, many dead rows, an ef below top_k) does the query iterate.
                 rows = await self._search(statement, args, self._search_settings(table, top_k, opts, parsed))
-                if parsed is None and len(rows) < top_k and table.index_type != "exact":
+                nearest = sum(row[1] is not None for row in rows)  # zero vectors come without a distance
+                if parsed is None and nearest < top_k and table.index_type != "exact":
                     rows = await self._search(
                         statement, args, self._search_settings(table, top_k, opts, True)
                     )
+                if cosine:
+                    rows = _zero_vectors_scored(rows, top_k)
                 break
             except VectorStoreError as exc:
                 stale = isinstance(exc.__cause__, errors.UndefinedTable | errors.DataException)
@@ -482,6 +494,17 @@ class PgVectorStore:
                 }
             )
         return query_results(hits)
+
+    async def _zero_query(
+        self, table: _Table, condition: sql.Composable, params: list[Any], top_k: int, include_vectors: bool
+    ) -> list[Any]:
+        """Up to ``top_k`` rows matching ``condition``, at cosine distance 1: a zero query's answer."""
+        statement = sql.SQL(
+            "SELECT id, 1.0::float8 AS distance, metadata, document{} FROM {} WHERE {} ORDER BY id LIMIT %s"
+        ).format(sql.SQL(", embedding" if include_vectors else ""), table.ident, condition)
+        async with self._connection(transaction=False) as conn:
+            cur = await conn.execute(statement, [*params, top_k])
+            return await cur.fetchall()
 
     def _search_statement(
         self, table: _Table, condition: sql.Composable, include_vectors: bool
@@ -508,6 +531,14 @@ class PgVectorStore:
             statement = sql.SQL("WITH hits AS MATERIALIZED ({}) SELECT * FROM hits ORDER BY distance").format(
                 statement
             )
+        if table.metric == "cosine":
+            # pgvector's ANN indexes leave zero vectors out (and an exact scan gives them a NaN
+            # distance); the contract scores them 0. Their partial index finds them in the same
+            # statement, marked by a NULL distance.
+            statement = sql.SQL(
+                "({}) UNION ALL (SELECT id, NULL::float8, metadata, document{} FROM {} "
+                "WHERE vector_norm(embedding) = 0 AND ({}) ORDER BY id LIMIT %s)"
+            ).format(statement, sql.SQL(", embedding" if include_vectors else ""), table.ident, condition)
         if condition is NO_CONDITION:
             # Spelled out once: psycopg would otherwise rebuild the text from its parts on every execute.
             self._statements[key] = statement.as_bytes(None)
@@ -613,6 +644,19 @@ def _table_name(name: str) -> str:
     slug = _IDENT.sub("_", name.lower()).strip("_")[:40]
     digest = hashlib.sha256(name.encode()).hexdigest()[:12]
     return f"tk_{slug}_{digest}" if slug else f"tk_{digest}"
+
+
+def _zero_vectors_scored(rows: list[Any], top_k: int) -> list[Any]:
+    """A cosine search's rows best first, zero vectors (NULL distance) at distance 1, NaN ones dropped."""
+    scored = [row if row[1] is not None else (row[0], 1.0, *row[2:]) for row in rows]
+    return sorted((row for row in scored if not math.isnan(row[1])), key=lambda row: row[1])[:top_k]
+
+
+def _zero_index_sql(schema: str, table_name: str) -> sql.Composed:
+    """A partial index of a cosine table's zero vectors, which the ANN index leaves out."""
+    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (id) WHERE vector_norm(embedding) = 0").format(
+        sql.Identifier(f"{table_name}_zero"), sql.Identifier(schema, table_name)
+    )
 
 
 def _ann_name(table_name: str) -> str:

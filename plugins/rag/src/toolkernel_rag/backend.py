@@ -47,6 +47,10 @@ class CatalogBackend(Protocol):
         """Held by a writer while it catches ``extension`` up, so two writers never interleave."""
         ...
 
+    def bump_generation(self) -> None:
+        """Move the generation on without a document change (an extension's state changed)."""
+        ...
+
     def generation(self) -> int:
         """A number that moves on every committed change (caches compare it)."""
         ...
@@ -58,5 +62,11 @@ class SparseBackend(Protocol):
     def terms(self, text: str) -> str: ...
     def refresh(self, catalog: Any) -> None: ...
     def search(
-        self, query: str, top_k: int, allowed: Callable[[Mapping[str, Any]], bool] | None = None
-    ) -> list[tuple[str, ScoredChunk]]: ...
+        self,
+        query: str,
+        top_k: int,
+        allowed: Callable[[Mapping[str, Any]], bool] | None = None,
+        loaded: Any = None,
+    ) -> list[tuple[str, ScoredChunk]]:
+        """``loaded``: a reader's view of the index (the embedded backend's readers), else ``None``."""
+        ...

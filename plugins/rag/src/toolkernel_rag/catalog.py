@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from toolkernel.knowledge import ChunkRecord
+from toolkernel_rag.layout import KBError
 
 EXTENSIONS_DIR = "extensions"
 """Beside the catalog: each extension's directory (:data:`toolkernel_rag.layout.EXTENSIONS_DIR`)."""
@@ -69,6 +70,9 @@ CREATE TABLE IF NOT EXISTS extension_state (
 );
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+_DONE = " AND document_id IN (SELECT id FROM documents WHERE state = 'done')"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +116,45 @@ def _unblob(blob: bytes | None) -> list[float] | None:
 
 
 class Catalog:
-    """The SQLite catalog of one knowledge base; safe to use from several threads (one lock)."""
+    """The SQLite catalog of one knowledge base; safe to use from several threads (one lock).
 
-    def __init__(self, path: Path) -> None:
+    ``writable=False`` opens it read-only (``mode=ro``): a reader never creates, migrates or
+    changes it, and a missing file is an error instead of a new empty catalog.
+    """
+
+    def __init__(self, path: Path, *, writable: bool = True) -> None:
         self.path = path
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.writable = writable
+        if not writable and not path.is_file():
+            raise KBError(
+                f"knowledge base {str(path.parent)!r}: {path.name} is missing, so its documents are gone; "
+                f"delete it (toolkernel kb delete --kb {path.parent}) and ingest again"
+            )
+        target = str(path) if writable else f"{path.resolve().as_uri()}?mode=ro"
+        self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, uri=not writable)
         self._lock = threading.RLock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            columns = {r[1] for r in self._db.execute("PRAGMA table_info(documents)")}
-            if "terms" not in columns:  # a catalog written before documents kept their terms
-                self._db.execute("ALTER TABLE documents ADD COLUMN terms TEXT")
+        try:
+            with self._lock:
+                if writable:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    self._db.execute("PRAGMA synchronous=NORMAL")
+                    self._db.executescript(_SCHEMA)
+                columns = {r[1] for r in self._db.execute("PRAGMA table_info(documents)")}
+                if not columns:
+                    raise sqlite3.DatabaseError("it holds no documents table")
+                if "terms" not in columns and writable:
+                    # A catalog written before documents kept their terms.
+                    self._db.execute("ALTER TABLE documents ADD COLUMN terms TEXT")
+                    columns.add("terms")
+                self._document_terms = "terms" in columns
+                self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise KBError(
+                f"knowledge base {str(path.parent)!r}: {path.name} is damaged or not a catalog ({exc}); "
+                "its documents cannot be read: restore it from a backup, or delete the knowledge base "
+                "and ingest again"
+            ) from None
 
     def close(self) -> None:
         with self._lock:
@@ -286,8 +316,9 @@ class Catalog:
 
     def document_terms(self) -> dict[str, str | None]:
         """``document id -> terms`` of every done document; ``None`` where an older catalog kept none."""
+        column = "terms" if self._document_terms else "NULL"
         with self._lock:
-            rows = self._db.execute("SELECT id, terms FROM documents WHERE state = 'done'").fetchall()
+            rows = self._db.execute(f"SELECT id, {column} FROM documents WHERE state = 'done'").fetchall()
         return {r[0]: r[1] for r in rows}
 
     def set_document_terms(self, terms: Sequence[tuple[str, str]]) -> None:
@@ -303,6 +334,11 @@ class Catalog:
                 "SELECT document_id, hash FROM extension_state WHERE extension = ?", (extension,)
             )
             return {r[0]: r[1] for r in rows}
+
+    def forget_extension(self, extension: str) -> None:
+        """Record that ``extension`` holds nothing (its state is rebuilt from scratch)."""
+        with self._lock, self._transaction():
+            self._db.execute("DELETE FROM extension_state WHERE extension = ?", (extension,))
 
     def set_extension_state(
         self, extension: str, seen: Sequence[tuple[str, str]], forgotten: Sequence[str]
@@ -372,6 +408,48 @@ class Catalog:
             row = self._db.execute("SELECT value FROM settings WHERE key = 'generation'").fetchone()
         return int(row[0]) if row else 0
 
+    def bump_generation(self) -> None:
+        """Tell readers that derived data (an extension's state) changed though the documents did not."""
+        with self._lock, self._transaction():
+            self._bump_generation()
+
+    def vectors(self) -> tuple[list[str], list[dict[str, Any]], bytes]:
+        """``(chunk ids, metadata, float32 vectors concatenated)`` of every chunk with a vector, by rowid."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, metadata, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
+            ).fetchall()
+        return [r[0] for r in rows], [json.loads(r[1]) for r in rows], b"".join(r[2] for r in rows)
+
+    def vector_count(self, *, done_only: bool = False) -> int:
+        """Chunks that have a vector (what the vector store must hold), of done documents only if asked."""
+        where = _DONE if done_only else ""
+        with self._lock:
+            (n,) = self._db.execute(f"SELECT COUNT(*) FROM chunks WHERE vector IS NOT NULL{where}").fetchone()
+        return int(n)
+
+    def all_vectors(
+        self, batch: int = 1024, *, done_only: bool = False
+    ) -> Iterator[list[tuple[str, list[float], dict[str, Any]]]]:
+        """Every chunk's ``(id, vector, metadata)``, ``batch`` at a time (to rebuild a vector store)."""
+        after = 0
+        where = _DONE if done_only else ""
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT rowid, id, vector, metadata FROM chunks WHERE rowid > ? AND vector IS NOT NULL"
+                    f"{where} ORDER BY rowid LIMIT ?",
+                    (after, batch),
+                ).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            yield [(r[1], _unblob(r[2]) or [], json.loads(r[3])) for r in rows]
+
+    def reading(self) -> _Reading:
+        """A read transaction: every read inside it sees one committed state of the catalog."""
+        return _Reading(self._db, self._lock)
+
     def _bump_generation(self) -> None:
         self._db.execute(
             "INSERT INTO settings (key, value) VALUES ('generation', '1') "
@@ -385,6 +463,24 @@ class Catalog:
 def _file_version(stat: os.stat_result) -> str:
     """A file's version: a replace makes a new inode, a rewrite a new time or size."""
     return f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
+
+
+class _Reading:
+    """``BEGIN`` … ``COMMIT`` holding the catalog's lock: WAL readers see one snapshot throughout."""
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.RLock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+        self._db.execute("BEGIN")
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        try:
+            self._db.execute("COMMIT")
+        finally:
+            self._lock.release()
 
 
 class _Transaction:

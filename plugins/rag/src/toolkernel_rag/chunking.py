@@ -2,9 +2,10 @@
 
 ``recursive``, ``markdown`` and ``code`` are semantic-text-splitter's splitters (Rust, no
 dependencies): they cut at the largest semantic unit that fits (sections, paragraphs,
-sentences, words) and merge neighbours up to the size. ``html`` extracts the text with
-its headings as markdown and chunks that. ``character``, ``sentence``, ``token`` and
-``json`` are the simple fixed-rule chunkers other frameworks offer, kept small.
+sentences, words) and merge neighbours up to the size. ``html`` extracts the page's main
+content with its headings as markdown (:mod:`toolkernel_rag.readers.html`) and chunks
+that. ``character``, ``sentence``, ``token`` and ``json`` are the simple fixed-rule
+chunkers other frameworks offer, kept small.
 
 Length is counted in characters or in a tokenizer's tokens. A tokenizer is named by an
 embedder (``local/minilm-l6-int8``: the tokenizer that model uses) or a path to a
@@ -248,45 +249,14 @@ class MarkdownChunker(_Base):
         return out
 
 
-def html_to_markdown(html: str) -> tuple[str, str | None]:
-    """The readable text of an HTML page with its headings as markdown, and its ``<title>``."""
-    from selectolax.lexbor import LexborHTMLParser
-
-    tree = LexborHTMLParser(html)
-    for node in tree.css("script, style, noscript, template, svg, head > meta"):
-        node.decompose()
-    title_node = tree.css_first("title")
-    title = title_node.text(strip=True) if title_node is not None else None
-    root = tree.body or tree.root
-    blocks: list[str] = []
-    if root is not None:
-        for node in root.css("h1, h2, h3, h4, h5, h6, p, li, pre, td, th, blockquote, dt, dd"):
-            if node.parent is not None and node.parent.tag in ("li", "blockquote", "td", "th"):
-                continue  # the enclosing block already holds this text
-            content = node.text(deep=True, separator="", strip=False)
-            content = content if node.tag == "pre" else " ".join(content.split())
-            if not content.strip():
-                continue
-            tag = node.tag or ""
-            if tag.startswith("h") and tag[1:].isdigit():
-                blocks.append("#" * int(tag[1:]) + " " + content)
-            elif tag == "li":
-                blocks.append("- " + content)
-            elif tag == "pre":
-                blocks.append("```\n" + content.strip("\n") + "\n```")
-            else:
-                blocks.append(content)
-        if not blocks:
-            blocks.append(" ".join(root.text(separator=" ").split()))
-    return "\n\n".join(blocks), title
-
-
 class HtmlChunker(MarkdownChunker):
-    """HTML: the page's text with headings kept as markdown, chunked as markdown (offsets into that text)."""
+    """HTML: the page's main content, headings as markdown, chunked as markdown (offsets into that)."""
 
     kind = "html"
 
     def chunk(self, text: str) -> list[Chunk]:
+        from toolkernel_rag.readers.html import html_to_markdown
+
         markdown, _ = html_to_markdown(text)
         return super().chunk(markdown)
 
@@ -303,10 +273,14 @@ class CodeChunker(_Base):
 
         from semantic_text_splitter import CodeSplitter
 
+        from toolkernel_rag.readers.code import grammar_module
+
         language = options.language or "python"
-        module_name = f"tree_sitter_{language.replace('-', '_')}"
+        module_name = grammar_module(language.replace("-", "_"))
+        # tree-sitter-typescript holds two grammars: language_typescript and language_tsx.
+        function = f"language_{language}" if module_name == "tree_sitter_typescript" else "language"
         try:
-            grammar = importlib.import_module(module_name).language()
+            grammar = getattr(importlib.import_module(module_name), function)()
         except ImportError:
             raise ConfigError(
                 f"chunker 'code' for {language!r} needs its tree-sitter grammar: "

@@ -1,4 +1,4 @@
-"""``toolkernel kb``: ingest, serve, list, stats, delete."""
+"""``toolkernel kb``: ingest, serve, list, stats, repair, delete."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 import shutil
 import sys
 from typing import TYPE_CHECKING, Any
+
+from toolkernel._builtin.commands import auth_argument, check_auth_option
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
@@ -40,6 +42,7 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
             help=f"leave the {name!r} extension out of this run (caught up on the next run with it)",
         )
     ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    _wait_argument(ingest)
 
     serve = actions.add_parser("serve", help="Serve a knowledge base as an MCP server.")
     _kb_argument(serve)
@@ -47,20 +50,30 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="interface for network transports")
     serve.add_argument("--port", type=int, default=8000, help="port for network transports")
     serve.add_argument("--path", default="/mcp", help="URL path of the MCP endpoint")
+    auth_argument(serve)
     serve.add_argument("--mandatory-filter", metavar="JSON", help="a filter every search is joined with")
     serve.add_argument("--reranker", help="the reranker 'rerank: true' uses")
 
     listing = actions.add_parser("list", help="List the knowledge bases in the home (directory or database).")
     _home_argument(listing)
 
-    stats = actions.add_parser("stats", help="Documents, chunks and what a knowledge base was built with.")
+    stats = actions.add_parser(
+        "stats", help="Documents, chunks, state of derived data, and what a knowledge base was built with."
+    )
     _kb_argument(stats)
+
+    repair = actions.add_parser(
+        "repair", help="Rebuild the vector store, BM25 index and extensions' state from the catalog."
+    )
+    _kb_argument(repair)
+    _wait_argument(repair)
 
     delete = actions.add_parser(
         "delete", help="Delete a knowledge base and everything in it (its directory or its schema)."
     )
     _kb_argument(delete)
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _wait_argument(delete)
 
 
 def _kb_argument(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +89,16 @@ def _home_argument(parser: argparse.ArgumentParser) -> None:
         metavar="DIR_OR_URL",
         help="where named knowledge bases live: a directory or a postgresql:// URL "
         "(default $TOOLKERNEL_KB_HOME, then [plugins.rag] home, then ~/.local/share/toolkernel/kb)",
+    )
+
+
+def _wait_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another writer to finish (default: refuse at once)",
     )
 
 
@@ -95,7 +118,20 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
         return _list(args, kernel)
     if action == "stats":
         return _stats(args, kernel)
+    if action == "repair":
+        return _repair(args, kernel)
     return _delete(args, kernel)
+
+
+def _check_sources(sources: list[str]) -> None:
+    """Every source must exist before anything is opened or created (a typo is not 'delete all')."""
+    from pathlib import Path
+
+    from toolkernel_rag.layout import KBError
+
+    for source in sources:
+        if not Path(source).expanduser().exists():
+            raise KBError(f"source {source!r} does not exist; nothing was ingested")
 
 
 def _json_option(value: str | None, flag: str) -> Any:
@@ -113,6 +149,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.ingestion import ingest
     from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
 
+    _check_sources(args.sources)
     chunker: dict[str, Any] | None = None
     if any(v is not None for v in (args.chunker, args.size, args.overlap, args.length)):
         chunker = default_chunker(rag_settings(kernel))
@@ -134,6 +171,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
         store_options=_json_option(args.store_options, "--store-options"),
         chunker=chunker,
         extensions=extensions,
+        wait=args.wait,
         home=args.home,
     )
     async with kb:
@@ -189,8 +227,10 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         hint = " (pip install toolkernel-http)" if args.transport in ("http", "sse") else ""
         known = ", ".join(kernel.server_transports) or "none"
         raise ConfigError(f"--transport {args.transport!r} is not installed{hint}; available: {known}")
+    check_auth_option(kernel, args.transport, args.auth)
+    extra = {"auth": args.auth} if args.auth is not None else {}
     try:
-        serve_options = ServeOptions(host=args.host, port=args.port, path=args.path)
+        serve_options = ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
     except ValidationError as exc:
         raise ConfigError(f"kb serve: {exc}") from None
     settings = rag_settings(kernel)
@@ -199,9 +239,11 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         reranker=args.reranker or settings.reranker,
         depth=settings.depth,
         rerank_depth=settings.rerank_depth,
+        max_query_chars=settings.max_query_chars,
+        filter_limits=settings.filter_limits,
     )
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, home=args.home) as kb:
-        kb.sparse.refresh(kb.catalog)  # load (or rebuild) the BM25 index before the first query
+    # Read-only: any number of servers run beside one writer, and follow its ingests by themselves.
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=False, home=args.home) as kb:
         await kb.embed_query("warm up")  # load the model before the first query
         import toolkernel._serving  # noqa: F401 - load the protocol layer during set-up
 
@@ -236,11 +278,23 @@ def _list(args: argparse.Namespace, kernel: Kernel) -> int:
 
 
 async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.health import derived_state
     from toolkernel_rag.kb import KnowledgeBase
 
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, extensions=False, writable=False, home=args.home
+    ) as kb:
         done, pending, chunks = kb.catalog.counts()
-        vectors = await kb.store.count(kb.index)
+        if kb.vectors_in_catalog:
+            # One database: vectors, BM25 postings and extension state are tables checked by
+            # their transactions, not files that can go missing.
+            vectors, derived = await kb.store.count(kb.index), {}
+        else:
+            if kb.embedded_store:
+                vectors = kb.embedded_catalog.vector_count()
+            else:
+                vectors = await kb.store.count(kb.index)
+            derived = derived_state(kb)
         print(
             json.dumps(
                 {
@@ -249,17 +303,40 @@ async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
                     "pending": pending,
                     "chunks": chunks,
                     "vectors": vectors,
+                    "generation": kb.catalog.generation(),
+                    "derived": derived,
                     "manifest": kb.manifest.model_dump(mode="json"),
                 },
                 indent=2,
             )
         )
+    for problem in derived.get("problems", []):
+        print(f"warning: {problem}", file=sys.stderr)
+    return 0
+
+
+async def _repair(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.kb import KnowledgeBase, rag_settings
+    from toolkernel_rag.layout import KBError, resolve_location
+    from toolkernel_rag.repair import repair
+
+    if resolve_location(args.kb, args.home, rag_settings(kernel).home).url is not None:
+        raise KBError(
+            f"kb repair --kb {args.kb}: a knowledge base in PostgreSQL has no derived files to rebuild "
+            "(its vectors, BM25 postings and extension state are written in the documents' transactions)"
+        )
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, writable=True, wait=args.wait, repair=True, home=args.home
+    ) as kb:
+        report = await repair(kb)
+    print(json.dumps({"kb": str(kb.location), "repaired": report.summary()}))
     return 0
 
 
 def _delete(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.kb import rag_settings
     from toolkernel_rag.layout import KBError, read_manifest, resolve_location
+    from toolkernel_rag.locking import WriterLock
 
     location = resolve_location(args.kb, args.home, rag_settings(kernel).home)
     if location.url is not None:
@@ -284,15 +361,28 @@ def _delete(args: argparse.Namespace, kernel: Kernel) -> int:
         raise KBError(f"no knowledge base at {str(directory)!r}")
     if not _confirmed(args, f"delete the knowledge base at {directory}?"):
         return 1
-    shutil.rmtree(directory)
+    lock = WriterLock(directory)
+    lock.acquire(args.wait)  # never delete under a running ingest
+    try:
+        shutil.rmtree(directory)
+    finally:
+        lock.release()
     print(f"deleted {directory}", file=sys.stderr)
     return 0
 
 
 def _confirmed(args: argparse.Namespace, question: str) -> bool:
+    """``--yes``, or a yes typed on the terminal; no terminal is an error, not a silent no."""
+    from toolkernel_rag.layout import KBError
+
     if args.yes:
         return True
-    answer = input(f"{question} [y/N] ")
+    if not sys.stdin.isatty():
+        raise KBError(f"kb delete --kb {args.kb}: no terminal to confirm on; pass --yes to delete")
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        answer = ""
     if answer.strip().lower() in ("y", "yes"):
         return True
     print("not deleted", file=sys.stderr)

@@ -12,6 +12,7 @@ end of every run (at least once; a document's chunks replace what an extension h
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -69,12 +70,16 @@ async def ingest(
     batch_chunks: int = 256,
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped."""
+    """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped.
+
+    ``kb`` must be open writable (it holds the writer lock).
+    """
+    kb.require_writable("ingest")
     report = IngestReport()
     started = time.perf_counter()
     with _tracer.start_as_current_span("kb.ingest") as span:
         for source in sources:
-            reader = SourceReader(source)
+            reader = SourceReader(source, kb.kernel.readers)
             known = kb.catalog.hashes(reader.key)
             seen: set[str] = set()
             pending: list[Document] = []
@@ -107,8 +112,9 @@ async def ingest(
                 report.deleted += len(gone)
             if progress is not None:
                 progress(report)
-        kb.sparse.refresh(kb.catalog)
-        await catch_up_extensions(kb)
+        if await catch_up_extensions(kb):
+            kb.catalog.bump_generation()  # readers reload the extensions' state they follow
+        kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild
         report.seconds = time.perf_counter() - started
         for key, value in report.summary().items():
             span.set_attribute(f"kb.{key}", value)
@@ -126,9 +132,13 @@ async def _write(
     t0 = time.perf_counter()
     chunks: list[StoredChunk] = []
     for document in documents:
-        pieces = kb.chunker(document.kind).chunk(document.text)
+        language = document.metadata.get("language") if document.kind == "code" else None
+        pieces = kb.chunker(document.kind, language).chunk(document.text)
         for seq, piece in enumerate(pieces):
             meta: dict[str, Any] = {**document.metadata, **piece.metadata}
+            if document.page_starts:
+                meta["page"] = bisect.bisect_right(document.page_starts, piece.start)
+                meta["last_page"] = bisect.bisect_right(document.page_starts, max(piece.start, piece.end - 1))
             meta["document_id"] = document.id
             meta["chunk_index"] = seq
             chunks.append(
@@ -162,7 +172,7 @@ async def _write(
     t3 = time.perf_counter()
     if chunks and not kb.vectors_in_catalog:
         await kb.store.upsert(
-            kb.index, [c.id for c in chunks], vectors, metadata=[_store_metadata(c.metadata) for c in chunks]
+            kb.index, [c.id for c in chunks], vectors, metadata=[store_metadata(c.metadata) for c in chunks]
         )
     chunks = [
         StoredChunk(c.id, c.document_id, c.seq, c.start, c.end, c.text, c.metadata, v, c.terms)
@@ -178,7 +188,7 @@ async def _write(
             report.added += 1
 
 
-def _store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+def store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     """Metadata as every store accepts it: lists of scalars only (the header path stays a list)."""
     return {k: v for k, v in meta.items() if not (isinstance(v, list) and not v)}
 
@@ -191,15 +201,21 @@ async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:
         kb.catalog.delete_documents(part)
 
 
-async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> None:
-    """Send every open extension the documents it has not seen at their current hash, and the deletions."""
+async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> bool:
+    """Send every open extension the documents it has not seen at their current hash, and the deletions.
+
+    Returns whether any extension was sent anything.
+    """
+    sent = False
     for name, extension in kb.extensions.items():
-        # One writer at a time catches an extension up, from the state the last one left.
+        # One writer at a time catches an extension up, from the state the last one left
+        # (on PostgreSQL several writers may run at once).
         with kb.extension_lock(name):
-            await _catch_up(kb, name, extension, batch_documents)
+            sent = await _catch_up(kb, name, extension, batch_documents) or sent
+    return sent
 
 
-async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_documents: int) -> None:
+async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_documents: int) -> bool:
     """Feed ``extension`` what changed since the state recorded for it (the caller holds its lock)."""
     current = {d: h for d, (h, state) in kb.catalog.hashes().items() if state == "done"}
     held = kb.catalog.extension_hashes(name)
@@ -220,3 +236,4 @@ async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_
         )
         await extension.on_ingest(batch)
         kb.catalog.set_extension_state(name, [(d, current[d]) for d in part], [])
+    return bool(forgotten or changed)

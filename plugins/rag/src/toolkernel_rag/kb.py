@@ -2,9 +2,15 @@
 
 :meth:`KnowledgeBase.open` reads the manifest (or writes it, creating the knowledge base)
 and refuses a mismatch: asking for another embedder than the one the vectors came from is
-an error, never silent garbage. :meth:`KnowledgeBase.search` runs dense, sparse or hybrid
-retrieval over documents (or an extension's mode), fuses by reciprocal rank, reranks when
-asked, and hydrates chunks from the catalog.
+an error, never silent garbage. A knowledge base is opened either **writable** (one process
+at a time: it holds the writer lock, owns the embedded vector store and saves derived data)
+or **read-only** (any number of processes: nothing is written; an embedded store's vectors
+are read from the catalog, and a background thread follows the catalog's generation and
+swaps in whole new views, see :mod:`toolkernel_rag.view`).
+
+:meth:`KnowledgeBase.search` runs dense, sparse or hybrid retrieval over documents (or an
+extension's mode), fuses by reciprocal rank, reranks when asked, and hydrates chunks from
+the catalog.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -21,7 +28,7 @@ import anyio
 import anyio.to_thread
 from opentelemetry import trace
 
-from toolkernel.filters import coerce_filter, matches, require_supported
+from toolkernel.filters import ALL_OPERATORS, coerce_filter, matches, require_supported
 from toolkernel.knowledge import ChunkRecord, ExtensionState, KBExtension, RetrievalRequest, ScoredChunk
 from toolkernel_rag.backend import CatalogBackend, SparseBackend
 from toolkernel_rag.catalog import Catalog, DocumentRow, StoredChunk
@@ -35,13 +42,16 @@ from toolkernel_rag.layout import (
     KBLocation,
     Manifest,
     StoreSpec,
+    kb_name,
     read_manifest,
     resolve_location,
     write_manifest,
 )
+from toolkernel_rag.locking import WriterLock
 from toolkernel_rag.settings import RagSettings
 from toolkernel_rag.shapes import BUILTIN_MODES
 from toolkernel_rag.sparse import SparseIndex
+from toolkernel_rag.view import Follower, View
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
@@ -86,18 +96,23 @@ class KnowledgeBase:
 
     def __init__(
         self,
-        location: KBLocation,
+        location: KBLocation | Path,
         manifest: Manifest,
         kernel: Kernel,
         *,
         extensions: bool | Collection[str] = True,
+        writable: bool = True,
+        lock: WriterLock | None = None,
         database: Database | None = None,
     ) -> None:
+        if isinstance(location, Path):
+            location = KBLocation(kb_name(location), directory=location)
         self.location = location
-        self.directory = location.directory
-        """The knowledge base's directory; ``None`` when it lives in PostgreSQL."""
+        """Where the knowledge base lives: a directory, or a schema of a PostgreSQL database."""
         self.manifest = manifest
         self.kernel = kernel
+        self.writable = writable
+        self._lock = lock
         self.catalog: CatalogBackend
         self.sparse: SparseBackend
         if database is not None:
@@ -108,10 +123,8 @@ class KnowledgeBase:
             catalog = PgCatalog(database, schema_name(location.name))
             self.catalog, self.sparse = catalog, PgSparse(catalog, manifest.sparse)
         else:
-            directory = self._local_directory()
-            directory.mkdir(parents=True, exist_ok=True)
-            self.catalog = Catalog(directory / CATALOG)
-            self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse)
+            self.catalog = Catalog(self.directory / CATALOG, writable=writable)
+            self.sparse = SparseIndex(self.directory / SPARSE_DIR, manifest.sparse, writable=writable)
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._query_embedder: Embedder | None = None
@@ -120,6 +133,39 @@ class KnowledgeBase:
         self._overfetch = (-1, 1.0)
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
+        self._extensions_generation = -1
+        self._follower: Follower | None = None
+        self._operators: frozenset[str] = ALL_OPERATORS
+
+    @property
+    def directory(self) -> Path:
+        """The knowledge base's directory (a knowledge base in PostgreSQL has none)."""
+        if self.location.directory is None:
+            raise KBError(f"knowledge base {self.location} lives in a database, not a directory")
+        return self.location.directory
+
+    @property
+    def embedded_catalog(self) -> Catalog:
+        """The SQLite catalog, for what only the embedded backend has (views, repair, health)."""
+        if not isinstance(self.catalog, Catalog):
+            raise KBError(f"knowledge base {self.location} lives in a database: it has no catalog file")
+        return self.catalog
+
+    @property
+    def embedded_sparse(self) -> SparseIndex:
+        """The bm25s index files, for what only the embedded backend has (views, repair, health)."""
+        if not isinstance(self.sparse, SparseIndex):
+            raise KBError(f"knowledge base {self.location} lives in a database: it has no index files")
+        return self.sparse
+
+    @property
+    def vectors_in_catalog(self) -> bool:
+        """Whether the catalog writes the vectors itself (PostgreSQL), in the chunks' transaction."""
+        return self.location.url is not None
+
+    def extension_lock(self, extension: str) -> AbstractContextManager[None]:
+        """The lock a writer holds while it catches ``extension`` up (see the backend)."""
+        return self.catalog.extension_lock(extension)
 
     # -- opening ---------------------------------------------------------------------
 
@@ -130,50 +176,73 @@ class KnowledgeBase:
         *,
         kernel: Kernel | None = None,
         create: bool = False,
+        writable: bool | None = None,
+        wait: float = 0.0,
         embedder: str | None = None,
         embedder_options: Mapping[str, Any] | None = None,
         store: str | None = None,
         store_options: Mapping[str, Any] | None = None,
         chunker: Mapping[str, Any] | None = None,
         extensions: bool | Collection[str] = True,
+        repair: bool = False,
         home: str | None = None,
     ) -> KnowledgeBase:
         """Open the knowledge base at ``name_or_path`` (created when ``create`` and absent).
 
-        A bare name lives in ``home`` (a directory or a ``postgresql://`` URL; default
-        ``$TOOLKERNEL_KB_HOME``, then ``[plugins.rag] home``, then the data directory).
+        ``writable`` (default: ``create``) takes the writer lock first, waiting up to ``wait``
+        seconds for another writer, and refuses with the holder's name after that. Read-only,
+        nothing in the knowledge base's directory is written and any number of processes may
+        have it open while one writes; it follows the writer's changes by itself.
+
         ``embedder``, ``store`` and ``chunker`` choose them at creation; on an existing
         knowledge base they must agree with its manifest. ``extensions``: ``True`` opens
         every registered extension, ``False`` none, a collection only those named.
+        A bare name lives in ``home`` (a directory or a ``postgresql://`` URL; default
+        ``$TOOLKERNEL_KB_HOME``, then ``[plugins.rag] home``, then the data directory). In
+        PostgreSQL any number of writers may open it at once (documents are locked one by one).
+
+        ``repair`` (writable only) discards an embedded store's files instead of checking them,
+        for :func:`toolkernel_rag.repair.repair` to rebuild.
         """
         if kernel is None:
             from toolkernel._kernel import Kernel
 
             kernel = Kernel.from_config()
+        writable = create if writable is None else writable
         location = resolve_location(name_or_path, home, rag_settings(kernel).home)
         if location.url is not None:
             return await cls._open_database(
-                location, kernel, create, embedder, embedder_options, store, chunker, extensions
+                location,
+                kernel,
+                create,
+                writable,
+                extensions,
+                (embedder, embedder_options, store, None, chunker),
             )
         directory = location.directory
         assert directory is not None
-        manifest = read_manifest(directory)
-        if manifest is None:
-            if not create:
-                raise KBError(
-                    f"no knowledge base at {str(directory)!r}: create it with "
-                    f"'toolkernel kb ingest SOURCE --kb {name_or_path}'"
-                )
-            manifest = await _new_manifest(
-                location.name, kernel, embedder, embedder_options, store, store_options, chunker
-            )
-        else:
+        if not writable:
+            manifest = read_manifest(directory)
+            if manifest is None:
+                raise _no_kb(directory, name_or_path)
             _check_agrees(str(directory), manifest, embedder, store, chunker)
-        kb = cls(location, manifest, kernel, extensions=extensions)
-        await kb._open_or_close()
-        if read_manifest(directory) is None:
-            write_manifest(directory, manifest)
-        return kb
+            kb = cls(directory, manifest, kernel, extensions=extensions, writable=False)
+            try:
+                await kb._open_reader()
+            except BaseException:
+                await kb.aclose()
+                raise
+            return kb
+        return await cls._open_writer(
+            directory,
+            name_or_path,
+            kernel,
+            create,
+            wait,
+            extensions,
+            (embedder, embedder_options, store, store_options, chunker),
+            repair,
+        )
 
     @classmethod
     async def _open_database(
@@ -181,16 +250,15 @@ class KnowledgeBase:
         location: KBLocation,
         kernel: Kernel,
         create: bool,
-        embedder: str | None,
-        embedder_options: Mapping[str, Any] | None,
-        store: str | None,
-        chunker: Mapping[str, Any] | None,
+        writable: bool,
         extensions: bool | Collection[str],
+        choices: tuple[Any, Any, Any, Any, Any],
     ) -> KnowledgeBase:
         """Open (or create) a knowledge base kept in a schema of a PostgreSQL database.
 
-        Opening without ``create`` only reads, so a server may point at a hot standby.
+        Without ``create`` nothing is written at all, so a server may point at a hot standby.
         """
+        embedder, embedder_options, store, _, chunker = choices
         try:
             import psycopg  # noqa: F401
 
@@ -219,56 +287,124 @@ class KnowledgeBase:
                         f"no knowledge base {location.name!r} in {database.where}: create it with "
                         f"'toolkernel kb ingest SOURCE --home {database.where} --kb {location.name}'"
                     )
+                spec = StoreSpec(name="pgvector", index=schema)
                 made = await _new_manifest(
-                    location.name, kernel, embedder, embedder_options, "pgvector", {}, chunker
+                    location.name, kernel, embedder, embedder_options, None, None, chunker, spec
                 )
-                made = made.model_copy(update={"store": StoreSpec(name="pgvector", index=schema)})
                 manifest = await anyio.to_thread.run_sync(pg.create, database, schema, made)
             else:
                 _check_agrees(str(location), manifest, embedder, store, chunker)
         except BaseException:
             database.close()
             raise
-        kb = cls(location, manifest, kernel, extensions=extensions, database=database)
-        await kb._open_or_close()
-        return kb
-
-    async def _open_or_close(self) -> None:
+        kb = cls(location, manifest, kernel, extensions=extensions, writable=writable, database=database)
         try:
-            await self._open_parts()
-        except BaseException:
-            await self.aclose()
-            raise
-
-    def _local_directory(self) -> Path:
-        if self.directory is None:
-            raise KBError(f"knowledge base {self.location} lives in a database, not a directory")
-        return self.directory
-
-    @property
-    def vectors_in_catalog(self) -> bool:
-        """Whether the catalog writes the vectors itself (PostgreSQL), in the chunks' transaction."""
-        return self.location.url is not None
-
-    def extension_lock(self, extension: str) -> Any:
-        """The lock a writer holds while it catches ``extension`` up (see the backend)."""
-        return self.catalog.extension_lock(extension)
-
-    async def _open_parts(self) -> None:
-        if isinstance(self.sparse, SparseIndex):
-            store: VectorStore = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
-        else:
-            from toolkernel_rag.postgres.catalog import PgCatalog
             from toolkernel_rag.postgres.search import PgVectors
 
-            assert isinstance(self.catalog, PgCatalog)
-            store = cast("VectorStore", PgVectors(self.catalog))
+            kb._store = cast("VectorStore", PgVectors(kb.catalog))  # type: ignore[arg-type]
+            kb._open_extensions()
+        except BaseException:
+            await kb.aclose()
+            raise
+        return kb
+
+    @classmethod
+    async def _open_writer(
+        cls,
+        directory: Path,
+        name_or_path: str | Path,
+        kernel: Kernel,
+        create: bool,
+        wait: float,
+        extensions: bool | Collection[str],
+        choices: tuple[Any, Any, Any, Any, Any],
+        repair: bool,
+    ) -> KnowledgeBase:
+        """Check the choices, take the writer lock, then open (or create) the knowledge base.
+
+        Nothing is created on disk until the embedder, store and chunker named are known to
+        exist; a directory this call created is removed again when opening fails.
+        """
+        embedder, embedder_options, store, store_options, chunker = choices
+        manifest = read_manifest(directory)
+        if manifest is None:
+            if not create:
+                raise _no_kb(directory, name_or_path)
+            manifest = await _new_manifest(
+                kb_name(directory), kernel, embedder, embedder_options, store, store_options, chunker
+            )
+        created = _make_directory(directory)
+        lock = WriterLock(directory)
+        kb: KnowledgeBase | None = None
+        try:
+            lock.acquire(wait)
+            recorded = read_manifest(directory)  # another writer may have created it meanwhile
+            if recorded is not None:
+                _check_agrees(str(directory), recorded, embedder, store, chunker)
+                manifest = recorded
+                if not (directory / CATALOG).is_file():
+                    raise KBError(
+                        f"knowledge base {str(directory)!r}: {CATALOG} is missing, so its documents are "
+                        f"gone; delete it (toolkernel kb delete --kb {name_or_path}) and ingest again"
+                    )
+            kb = cls(directory, manifest, kernel, extensions=extensions, writable=True, lock=lock)
+            await kb._open_writer_parts(repair)
+            if recorded is None:
+                write_manifest(directory, manifest)
+            return kb
+        except BaseException:
+            if kb is not None:
+                await kb.aclose()
+            lock.release()
+            if created:
+                _remove_unfinished(directory)
+            raise
+
+    async def _open_writer_parts(self, repair: bool) -> None:
+        from toolkernel_rag.repair import check_store, wipe_embedded_store
+
+        if repair:
+            wipe_embedded_store(self.directory, self.manifest.store.options)
+        store = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
         self._store = store
-        await store.create_index(self.manifest.store.index, self.manifest.embedder.dimension, "cosine")
+        if repair:
+            await store.create_index(self.index, self.manifest.embedder.dimension, "cosine")
+        else:
+            await check_store(self)
+        self._open_extensions()
+
+    async def _open_reader(self) -> None:
+        """Open the store when it is shared (a server), load the first view, follow the catalog."""
+        options = _store_options(self)
+        if not self.embedded_store:
+            self._store = self.kernel.vector_store(self.manifest.store.name, **options)
+        elif _is_directory(options["path"]):
+            # Made only to learn its filter operators (an embedded store opens its files on first use).
+            probe = self.kernel.vector_store(self.manifest.store.name, **options)
+            self._operators = frozenset(probe.supported_filter_operators)
+            await probe.aclose()
+        self._follower = Follower(self)
+        await anyio.to_thread.run_sync(self._follower.load_first)
+        self._follower.start()
+        self._open_extensions()
+
+    def _open_extensions(self) -> None:
         enabled = self._enabled_extensions
         for entry in self.kernel.kb_extensions.entries():
             if enabled is True or (not isinstance(enabled, bool) and entry.name in enabled):
                 self.extensions[entry.name] = entry.value(_ExtensionContext(self, entry.name))
+        self._extensions_generation = self._follower.view.generation if self._follower else -1
+
+    async def _follow_extensions(self, view: View) -> None:
+        """A reader reopens its extensions when the view moves on, so they reload their state."""
+        if self._extensions_generation == view.generation or not self.extensions:
+            return
+        old = self.extensions
+        self.extensions = {}
+        self._open_extensions()
+        self._extensions_generation = view.generation
+        for extension in old.values():
+            await extension.aclose()
 
     async def __aenter__(self) -> KnowledgeBase:
         return self
@@ -277,7 +413,10 @@ class KnowledgeBase:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close extensions, the store and the catalog."""
+        """Stop following, close extensions, the store and the catalog; release the writer lock."""
+        if self._follower is not None:
+            await anyio.to_thread.run_sync(self._follower.stop)
+            self._follower = None
         for extension in self.extensions.values():
             await extension.aclose()
         self.extensions.clear()
@@ -285,6 +424,23 @@ class KnowledgeBase:
             await self._store.aclose()
             self._store = None
         self.catalog.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    @property
+    def embedded_store(self) -> bool:
+        """Whether the vector store keeps its files on this machine (a ``path``): then only the
+        writer opens it, and readers rank the catalog's vectors themselves."""
+        return "path" in self.manifest.store.options
+
+    def require_writable(self, action: str) -> None:
+        """Refuse ``action`` on a knowledge base opened read-only."""
+        if not self.writable:
+            raise KBError(
+                f"knowledge base {self.name!r} is open read-only: {action} needs "
+                "KnowledgeBase.open(..., writable=True), which takes the writer lock"
+            )
 
     # -- parts -------------------------------------------------------------------------
 
@@ -294,9 +450,22 @@ class KnowledgeBase:
 
     @property
     def store(self) -> VectorStore:
+        """The vector store; a reader of an embedded store has none (it ranks the catalog's vectors)."""
         if self._store is None:
+            if not self.writable and self.catalog is not None:
+                raise KBError(
+                    f"knowledge base {self.name!r} is open read-only and its store is embedded: only the "
+                    "writer opens the store; open with writable=True"
+                )
             raise KBError(f"knowledge base {self.name!r} is closed")
         return self._store
+
+    @property
+    def supported_filter_operators(self) -> frozenset[str]:
+        """The filter operators search accepts: the store's (a reader keeps the writer's set)."""
+        if self._store is not None:
+            return frozenset(self._store.supported_filter_operators)
+        return self._operators
 
     @property
     def index(self) -> str:
@@ -316,17 +485,23 @@ class KnowledgeBase:
             self._embedder = embedder
         return self._embedder
 
-    def chunker(self, kind: str) -> Chunker:
-        """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest."""
+    def chunker(self, kind: str, language: str | None = None) -> Chunker:
+        """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest.
+
+        ``auto`` cuts a ``code`` document with the grammar of its ``language``.
+        """
         from toolkernel_rag.chunking import chunker_for
 
         spec = dict(self.manifest.chunker)
         name = spec.pop("name")
         if name == "auto":
             name = chunker_for(kind)
-        if name not in self._chunkers:
-            self._chunkers[name] = self.kernel.chunker(name, **spec)
-        return self._chunkers[name]
+            if name == "code" and language:
+                spec["language"] = language
+        key = f"{name}:{spec.get('language', '')}" if name == "code" else name
+        if key not in self._chunkers:
+            self._chunkers[key] = self.kernel.chunker(name, **spec)
+        return self._chunkers[key]
 
     def reranker(self, name: str) -> Reranker:
         if name not in self._rerankers:
@@ -415,7 +590,10 @@ class KnowledgeBase:
             raise KBError(f"search mode {mode!r} takes no options; got {sorted(options)}")
         parsed = coerce_filter(filter)
         if parsed is not None:
-            require_supported(self.store.name, self.store.supported_filter_operators, parsed)
+            require_supported(self.manifest.store.name, self.supported_filter_operators, parsed)
+        view = self._current_view()
+        if view is not None:
+            await self._follow_extensions(view)
         wanted = max(top_k, rerank_depth) if rerank else top_k
         vector_cache: list[list[float]] = []
 
@@ -428,14 +606,14 @@ class KnowledgeBase:
             started = time.perf_counter()
             span.set_attribute("kb.mode", mode)
             if mode == "dense":
-                ranked = _chunks(await self._dense(await query_vector(), wanted, filter, fill=True))
+                ranked = _chunks(await self._dense(view, await query_vector(), wanted, filter, fill=True))
             elif mode == "sparse":
-                ranked = _chunks(self._sparse(query, wanted, filter))
+                ranked = _chunks(self._sparse(view, query, wanted, filter))
             elif mode == "hybrid":
-                ranked = _chunks(await self._hybrid(query, query_vector, wanted, filter, depth))
+                ranked = _chunks(await self._hybrid(view, query, query_vector, wanted, filter, depth))
             else:
                 ranked = await self._extension_mode(
-                    mode, query, query_vector, wanted, filter, depth, options or {}
+                    view, mode, query, query_vector, wanted, filter, depth, options or {}
                 )
             span.set_attribute("kb.candidates", len(ranked))
             span.set_attribute("kb.duration_ms", (time.perf_counter() - started) * 1000)
@@ -444,8 +622,18 @@ class KnowledgeBase:
             hits = await self._rerank(rerank, query, hits)
         return hits[:top_k]
 
+    def _current_view(self) -> View | None:
+        """A reader's view of one catalog generation (``None`` for a writer, which reads live)."""
+        return self._follower.view if self._follower is not None else None
+
     async def _dense(
-        self, vector: list[float], top_k: int, filter: Mapping[str, Any] | None, *, fill: bool = False
+        self,
+        view: View | None,
+        vector: list[float],
+        top_k: int,
+        filter: Mapping[str, Any] | None,
+        *,
+        fill: bool = False,
     ) -> list[tuple[str, ScoredChunk]]:
         """The ``top_k`` best documents by their best chunk's similarity, as ``(document id, chunk)``.
 
@@ -457,7 +645,10 @@ class KnowledgeBase:
         """
         fetch = math.ceil(top_k * self._chunks_per_document())
         while True:
-            results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
+            if view is not None and view.dense is not None:
+                results: Sequence[Any] = view.dense.query(vector, fetch, filter)
+            else:
+                results = await self.store.query(self.index, vector, top_k=fetch, filter=filter)
             best: dict[str, ScoredChunk] = {}
             for r in results:
                 document_id = str(r.metadata.get("document_id", r.id))
@@ -479,13 +670,15 @@ class KnowledgeBase:
         return self._overfetch[1]
 
     def _sparse(
-        self, query: str, top_k: int, filter: Mapping[str, Any] | None
+        self, view: View | None, query: str, top_k: int, filter: Mapping[str, Any] | None
     ) -> list[tuple[str, ScoredChunk]]:
-        self.sparse.refresh(self.catalog)
-        return self.sparse.search(query, top_k, _allowed(filter))
+        if view is None:
+            self.sparse.refresh(self.catalog)
+        return self.sparse.search(query, top_k, _allowed(filter), view.sparse if view else None)
 
     async def _hybrid(
         self,
+        view: View | None,
         query: str,
         query_vector: Callable[[], Awaitable[list[float]]],
         top_k: int,
@@ -500,16 +693,19 @@ class KnowledgeBase:
 
         # BM25 runs in a thread while the query is embedded in another: the two take turns on
         # the GIL only for their Python parts, so the sparse side costs (almost) no wall time.
-        self.sparse.refresh(self.catalog)
+        if view is None:
+            self.sparse.refresh(self.catalog)
         allowed = _allowed(filter)
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(embed)
-                sparse = await anyio.to_thread.run_sync(self.sparse.search, query, n, allowed)
+                sparse = await anyio.to_thread.run_sync(
+                    self.sparse.search, query, n, allowed, view.sparse if view else None
+                )
         except BaseExceptionGroup as group:
             # One side failed (say, the database is down): say what, not "errors in a TaskGroup".
             raise _first_leaf(group) from None
-        dense = await self._dense(vector[0], n, filter)
+        dense = await self._dense(view, vector[0], n, filter)
         with _tracer.start_as_current_span("kb.fuse") as span:
             fused = reciprocal_rank_fusion([dense, sparse], k=RRF_K)
             span.set_attribute("kb.dense", len(dense))
@@ -519,6 +715,7 @@ class KnowledgeBase:
 
     async def _extension_mode(
         self,
+        view: View | None,
         mode: str,
         query: str,
         query_vector: Callable[[], Awaitable[list[float]]],
@@ -532,7 +729,7 @@ class KnowledgeBase:
             raise KBError(f"search mode {mode!r} is not available; modes: {', '.join(self.modes)}")
 
         async def seeds(k: int) -> list[ScoredChunk]:
-            return _chunks(await self._hybrid(query, query_vector, k, filter, max(k, depth)))
+            return _chunks(await self._hybrid(view, query, query_vector, k, filter, max(k, depth)))
 
         request = RetrievalRequest(query, top_k, filter, seeds, query_vector, dict(options))
         return (await owner.retrieve(mode, request))[:top_k]
@@ -606,13 +803,14 @@ class _ExtensionContext:
 
     @property
     def directory(self) -> Path:
-        if self._kb.directory is None:
+        if self._kb.location.directory is None:
             raise KBError(
                 f"knowledge base {self._kb.location} lives in a database and has no directory: "
                 f"extension {self._extension!r} must keep its state with save_state/load_state"
             )
         path = self._kb.directory / EXTENSIONS_DIR / self._extension
-        path.mkdir(parents=True, exist_ok=True)
+        if self._kb.writable:  # a reader never writes into the knowledge base, not even a folder
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     async def load_state(self, key: str, *, unless: str | None = None) -> ExtensionState | None:
@@ -622,6 +820,7 @@ class _ExtensionContext:
 
     async def save_state(self, key: str, data: bytes) -> str:
         _check_state_key(key)
+        self._kb.require_writable(f"saving the state of extension {self._extension!r}")
         return await anyio.to_thread.run_sync(self._kb.catalog.save_blob, self._extension, key, data)
 
     @property
@@ -659,16 +858,28 @@ async def _new_manifest(
     store: str | None,
     store_options: Mapping[str, Any] | None,
     chunker: Mapping[str, Any] | None,
+    store_spec: StoreSpec | None = None,
 ) -> Manifest:
+    """A new knowledge base's manifest; ``store_spec`` when the backend fixes the store itself."""
     settings = rag_settings(kernel)
     embedder_name = embedder or settings.embedder
     if embedder_options is None and embedder is None:
         embedder_options = settings.embedder_options
-    made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
-    store_name = store or settings.store
-    options = dict(store_options if store_options is not None else settings.store_options)
-    if store_name == DEFAULT_STORE and not options:
-        options = {"path": STORE_DIR}
+    try:
+        made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
+    except LookupError as exc:
+        raise KBError(f"--embedder {embedder_name!r}: {_message(exc)}") from None
+    if store_spec is None:
+        store_name = store or settings.store
+        if store_name not in kernel.vector_stores:
+            raise KBError(
+                f"--store {store_name!r}: no vector store of that name "
+                f"(installed: {', '.join(sorted(kernel.vector_stores)) or 'none'})"
+            )
+        options = dict(store_options if store_options is not None else settings.store_options)
+        if store_name == DEFAULT_STORE and not options:
+            options = {"path": STORE_DIR}
+        store_spec = StoreSpec(name=store_name, index=name.replace(".", "-"), options=options)
     chunker_spec = dict(chunker) if chunker is not None else default_chunker(settings)
     if chunker_spec.get("length") == "tokens" and "tokenizer" not in chunker_spec:
         from toolkernel_rag.chunking import known_tokenizer
@@ -684,13 +895,47 @@ async def _new_manifest(
             name=embedder_name, dimension=made.dimension, options=dict(embedder_options or {})
         ),
         chunker=chunker_spec,
-        store=StoreSpec(name=store_name, index=name.replace(".", "-"), options=options),
+        store=store_spec,
     )
     # Check the chunker's options now, not on the first document.
     probe = dict(chunker_spec)
     kind = probe.pop("name")
-    kernel.chunker("recursive" if kind == "auto" else kind, **probe)
+    try:
+        kernel.chunker("recursive" if kind == "auto" else kind, **probe)
+    except LookupError as exc:
+        raise KBError(f"--chunker {kind!r}: {_message(exc)}") from None
     return manifest
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message without the quotes ``KeyError`` adds."""
+    return str(exc.args[0]) if exc.args else type(exc).__name__
+
+
+def _no_kb(directory: Path, name_or_path: str | Path) -> KBError:
+    return KBError(
+        f"no knowledge base at {str(directory)!r}: create it with "
+        f"'toolkernel kb ingest SOURCE --kb {name_or_path}'"
+    )
+
+
+def _make_directory(directory: Path) -> bool:
+    """Make the knowledge base's directory; whether it did not exist before."""
+    existed = directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    return not existed
+
+
+def _is_directory(path: str) -> bool:
+    return Path(path).is_dir()
+
+
+def _remove_unfinished(directory: Path) -> None:
+    """Remove a directory a failed creation left, unless something else finished creating it."""
+    import shutil
+
+    if read_manifest(directory) is None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def rag_settings(kernel: Kernel) -> RagSettings:
@@ -744,5 +989,5 @@ def _store_options(kb: KnowledgeBase) -> dict[str, Any]:
     options = dict(kb.manifest.store.options)
     path = options.get("path")
     if isinstance(path, str) and not Path(path).is_absolute():
-        options["path"] = str(kb._local_directory() / path)
+        options["path"] = str(kb.directory / path)
     return options

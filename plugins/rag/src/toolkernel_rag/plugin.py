@@ -8,7 +8,7 @@ from toolkernel import hookimpl
 
 if TYPE_CHECKING:
     from toolkernel.cli import CommandRegistry
-    from toolkernel.registries import ChunkerRegistry, SettingsRegistry
+    from toolkernel.registries import ChunkerRegistry, ReaderRegistry, SettingsRegistry
 
 
 @hookimpl
@@ -26,6 +26,14 @@ def register_chunkers(registry: ChunkerRegistry) -> None:
 
     for kind in CHUNKERS:
         registry.add(kind, factory(kind))
+
+
+@hookimpl
+def register_readers(registry: ReaderRegistry) -> None:
+    """Text, markdown, HTML, JSON/JSONL/YAML/TOML/XML/CSV, notebooks, Office, EPUB, PDF, code."""
+    from toolkernel_rag.readers.builtin import register_builtin_readers
+
+    register_builtin_readers(registry)
 
 
 @hookimpl

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from toolkernel.context import ToolContext
+from toolkernel.filters import FilterLimits, check_filter_limits
 from toolkernel.knowledge import RetrievedChunk, ServedSearch
 from toolkernel.prompts import Prompt, PromptArgument
 from toolkernel.resources import Resource, ResourceTemplate
@@ -65,6 +66,10 @@ class KBServerOptions:
         (a subset of :data:`OVERRIDABLE`); others are ignored.
     :param listed_documents: how many documents ``resources/list`` shows (all are readable
         through the template).
+    :param max_query_chars: the longest query a search takes; a longer one is refused before
+        any work (``[plugins.rag] max_query_chars``).
+    :param filter_limits: bounds on the model's filter, checked before it is parsed
+        (``[plugins.rag.filter_limits]``); the mandatory and tenant filters are not bound.
     """
 
     mandatory_filter: Mapping[str, Any] | None = None
@@ -78,6 +83,8 @@ class KBServerOptions:
     rerank_depth: int = 50
     meta_overrides: Collection[str] = field(default_factory=frozenset)
     listed_documents: int = 1000
+    max_query_chars: int = 10_000
+    filter_limits: FilterLimits = field(default_factory=FilterLimits)
 
     def __post_init__(self) -> None:
         unknown = set(self.meta_overrides) - OVERRIDABLE
@@ -94,6 +101,22 @@ def effective_filter(*parts: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not present:
         return None
     return present[0] if len(present) == 1 else {"$and": present}
+
+
+def check_search_input(query: Any, model_filter: Any, options: KBServerOptions, where: str = "") -> None:
+    """Refuse a query or a model's filter over the server's limits before any work is done on them.
+
+    :raises KBError: naming the limit, e.g. ``query: 4194304 characters, over max_query_chars (10000)``.
+    """
+    if isinstance(query, str) and len(query) > options.max_query_chars:
+        raise KBError(
+            f"{where}query: {len(query)} characters, over max_query_chars ({options.max_query_chars})"
+        )
+    if model_filter is not None:
+        try:
+            check_filter_limits(model_filter, options.filter_limits)
+        except ValueError as exc:
+            raise KBError(f"{where}{exc}") from None
 
 
 def document_uri(kb: KnowledgeBase, document_id: str) -> str:
@@ -144,12 +167,13 @@ def kb_tools(kb: KnowledgeBase, options: KBServerOptions) -> list[Tool]:
 def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
     rerankers = list(kb.kernel.rerankers)
     schema = search_input_schema(
-        supported_operators=kb.store.supported_filter_operators,
+        supported_operators=kb.supported_filter_operators,
         modes=kb.modes,
         rerankers=rerankers,
         default_mode=options.default_mode,
         default_top_k=options.default_top_k,
         max_top_k=options.max_top_k,
+        max_query_chars=options.max_query_chars,
     )
 
     async def execute(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -180,6 +204,7 @@ def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
         output_schema=SearchResults,
         execute=execute,
         annotations={"readOnlyHint": True, "openWorldHint": False},
+        check_input=lambda args: check_search_input(args.get("query"), args.get("filter"), options),
     )
     # Validated on the way out by the pydantic model (microseconds); listed to clients as the
     # equivalent compact schema, which is what their own per-result validation walks.
@@ -215,6 +240,7 @@ def served_search(kb: KnowledgeBase, server_options: KBServerOptions) -> ServedS
         mode: str = "hybrid",
         options: Mapping[str, Any] | None = None,
     ) -> list[RetrievedChunk]:
+        check_search_input(query, filter, server_options)
         target, where = _scope(kb, server_options, ctx, filter)
         hits = await target.search(
             query, top_k=top_k, filter=where, mode=mode, depth=server_options.depth, options=options

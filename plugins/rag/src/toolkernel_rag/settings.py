@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolkernel.filters import FilterLimits
+
 
 class RagSettings(BaseModel):
     """The settings of toolkernel-rag (``[plugins.rag]``, ``TOOLKERNEL_RAG_<FIELD>``)."""
@@ -48,3 +50,10 @@ class RagSettings(BaseModel):
     reranker: str | None = Field(None, description="The reranker `rerank: true` uses when serving.")
     depth: int = Field(100, gt=0, description="Documents dense and sparse each give the fusion.")
     rerank_depth: int = Field(50, gt=0, description="Documents a reranker re-scores.")
+    max_query_chars: int = Field(
+        10_000, gt=0, description="Longest query a served search takes (longer ones are refused)."
+    )
+    filter_limits: FilterLimits = Field(
+        default_factory=FilterLimits,
+        description="Bounds on a model's filter: max_depth, max_nodes, max_branches, max_values, max_string.",
+    )

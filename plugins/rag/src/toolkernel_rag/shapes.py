@@ -122,6 +122,7 @@ def search_input_schema(
     default_mode: str = "hybrid",
     default_top_k: int = 10,
     max_top_k: int = 100,
+    max_query_chars: int = 10_000,
 ) -> dict[str, Any]:
     """The ``search`` tool's input schema for a store, the modes on offer and the rerankers installed."""
     built = filter_schema(supported_operators)
@@ -134,7 +135,12 @@ def search_input_schema(
         "type": "object",
         "$defs": built["$defs"],
         "properties": {
-            "query": {"type": "string", "minLength": 1, "description": "What to look for, in plain words."},
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": max_query_chars,
+                "description": "What to look for, in plain words.",
+            },
             "top_k": {
                 "type": "integer",
                 "minimum": 1,

@@ -1,12 +1,14 @@
-"""Reading sources into documents: files (.md .txt .rst .html .pdf .json .jsonl .py) and BEIR corpora.
+"""Reading sources into documents, each file through the reader registered for its suffix.
 
-A ``SOURCE`` is a directory (walked; hidden entries skipped), a file, or a ``.jsonl`` file
-of records. A record with a ``text`` field is one document whose id is its ``id`` (BEIR's
-``corpus.jsonl``: ``_id``/``id``, ``title``, ``text``); other fields that are scalars or lists
-of scalars become metadata. A file is one document whose id is its path relative to the
-source directory (a single file: its name). Markdown front matter (YAML between ``---``
-lines) becomes metadata. A file that cannot be read is reported and skipped; files of other
-types met in a directory walk are reported as one line per directory.
+A ``SOURCE`` is a directory (walked; hidden entries skipped) or a file. Every file goes to
+the reader that ``register_readers`` put on its suffix (toolkernel-rag's own readers
+register the same way: text, markdown, HTML, JSON, JSON Lines corpora, YAML, TOML, XML,
+CSV, notebooks, Office files, EPUB, PDF, source code); a file without a suffix goes to the
+reader of ``""`` when its content is text. A file is one document whose id is its path
+relative to the source directory (a single file: its name); a file of records (``.jsonl``)
+gives one document per record with the record's id. A file that cannot be read is
+reported with a one-line reason and skipped; files of types no reader knows are reported
+as one line per directory walk.
 """
 
 from __future__ import annotations
@@ -14,24 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-SUFFIXES = {
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".txt": "text",
-    ".rst": "text",
-    ".html": "html",
-    ".htm": "html",
-    ".pdf": "pdf",
-    ".json": "json",
-    ".jsonl": "jsonl",
-    ".py": "code",
-}
-"""File suffixes read, and the kind of document each holds."""
+from toolkernel.readers import MissingDependency, ReadDocument, Skipped
+
+if TYPE_CHECKING:
+    from toolkernel.registries import ReaderRegistry
 
 
 @dataclass(slots=True)
@@ -44,6 +37,8 @@ class Document:
     metadata: dict[str, Any]
     source: str
     hash: str = ""
+    page_starts: Sequence[int] = ()
+    """Where pages 1, 2, ... begin in ``text`` (PDF), for each chunk's ``page`` metadata."""
 
     def __post_init__(self) -> None:
         if not self.hash:
@@ -61,11 +56,22 @@ class SourceProblem:
     reason: str
 
 
+def builtin_readers() -> ReaderRegistry:
+    """A registry holding only toolkernel-rag's own readers (for use without a kernel)."""
+    from toolkernel.registries import ReaderRegistry
+    from toolkernel_rag.readers.builtin import register_builtin_readers
+
+    registry = ReaderRegistry()
+    register_builtin_readers(registry)
+    return registry
+
+
 @dataclass(slots=True)
 class SourceReader:
     """Yields the documents of one ``SOURCE`` argument; problems are collected, never raised."""
 
     source: str
+    readers: ReaderRegistry = field(default_factory=builtin_readers)
     problems: list[SourceProblem] = field(default_factory=list)
 
     @property
@@ -73,78 +79,86 @@ class SourceReader:
         """The source as the catalog records it: its absolute path."""
         return str(Path(self.source).expanduser().resolve())
 
-    def documents(self) -> Iterator[Document]:
+    def files(self) -> list[tuple[Path, str]]:
+        """The files this source holds that some reader reads, with their relative paths.
+
+        Walking first lets ingestion count the work before reading any of it; files of
+        types no reader knows are reported here, one line per directory walk.
+        """
         root = Path(self.key)
         if not root.exists():
             self.problems.append(SourceProblem(self.source, "does not exist"))
-            return
+            return []
         if root.is_file():
-            yield from self._file(root, root.name)
-            return
+            return [(root, root.name)]
+        out: list[tuple[Path, str]] = []
         unsupported: dict[str, int] = {}
         for path in sorted(_walk(root)):
-            if path.suffix.lower() not in SUFFIXES:
+            if self.readers.for_suffix(path.suffix) is None:
                 # One line per directory walk, not one per image or lock file.
                 suffix = path.suffix.lower() or "(none)"
                 unsupported[suffix] = unsupported.get(suffix, 0) + 1
                 continue
-            yield from self._file(path, path.relative_to(root).as_posix())
+            out.append((path, path.relative_to(root).as_posix()))
         if unsupported:
             kinds = ", ".join(f"{n} {s}" for s, n in sorted(unsupported.items()))
             self.problems.append(SourceProblem(str(root), f"unsupported file types skipped: {kinds}"))
+        return out
 
-    def _file(self, path: Path, relative: str) -> Iterator[Document]:
-        kind = SUFFIXES.get(path.suffix.lower())
-        if kind is None:
+    def documents(self) -> Iterator[Document]:
+        for path, relative in self.files():
+            yield from self.read(path, relative)
+
+    def read(self, path: Path, relative: str) -> Iterator[Document]:
+        """The documents of one file; a file that cannot be read is a problem, not an exception."""
+        from toolkernel_rag.readers.text import NotText
+
+        name = self.readers.for_suffix(path.suffix)
+        if name is None:
             self.problems.append(SourceProblem(str(path), f"unsupported file type {path.suffix or '(none)'}"))
             return
         try:
-            if kind == "jsonl":
-                yield from self._records(path)
-                return
-            text, meta = _read(path, kind)
+            items = list(self.readers.get(name).read(path))
+        except NotText as exc:
+            self.problems.append(SourceProblem(str(path), str(exc)))
+            return
+        except MissingDependency as exc:
+            self.problems.append(SourceProblem(str(path), str(exc)))
+            return
         except Exception as exc:
-            self.problems.append(SourceProblem(str(path), f"{type(exc).__name__}: {exc}"))
+            self.problems.append(SourceProblem(str(path), _one_line(f"{type(exc).__name__}: {exc}")))
             return
-        if not text.strip():
-            self.problems.append(SourceProblem(str(path), "no text"))
-            return
-        meta = {"path": relative, **meta, "mtime": path.stat().st_mtime, "kind": kind}
-        meta.setdefault("title", _title(text, kind) or path.stem)
-        yield Document(relative, text, "markdown" if kind == "html" else kind, meta, self.key)
+        mtime = path.stat().st_mtime
+        for item in items:
+            if isinstance(item, Skipped):
+                self.problems.append(SourceProblem(item.where, _one_line(item.reason)))
+                continue
+            if not isinstance(item, ReadDocument):
+                self.problems.append(
+                    SourceProblem(
+                        str(path), f"reader {name!r} yielded a {type(item).__name__}, not a ReadDocument"
+                    )
+                )
+                continue
+            if not item.text.strip():
+                self.problems.append(
+                    SourceProblem(str(path) if item.id is None else f"{path}: {item.id}", "no text")
+                )
+                continue
+            yield self._document(path, relative, item, mtime, name)
 
-    def _records(self, path: Path) -> Iterator[Document]:
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    self.problems.append(SourceProblem(where, f"not JSON: {exc}"))
-                    continue
-                if not isinstance(record, dict) or not isinstance(record.get("text"), str):
-                    self.problems.append(SourceProblem(where, "a record needs a string 'text' field"))
-                    continue
-                doc_id = record.get("_id", record.get("id"))
-                if not isinstance(doc_id, str | int) or isinstance(doc_id, bool) or str(doc_id) == "":
-                    self.problems.append(SourceProblem(where, "a record needs an 'id' (or '_id')"))
-                    continue
-                title = record.get("title")
-                body = record["text"]
-                # BEIR corpora embed "title. text"; the title is also metadata.
-                text = f"{title}\n\n{body}" if isinstance(title, str) and title.strip() else body
-                if not text.strip():
-                    self.problems.append(SourceProblem(where, "no text"))
-                    continue
-                meta = {
-                    k: v
-                    for k, v in record.items()
-                    if k not in ("_id", "id", "text") and _is_metadata_value(v)
-                }
-                meta["path"] = path.name
-                yield Document(str(doc_id), text, "text", meta, self.key)
+    def _document(self, path: Path, relative: str, item: ReadDocument, mtime: float, reader: str) -> Document:
+        if item.id is not None:  # a record: its own id, the file's name as its path
+            meta = {**item.metadata, "path": path.name}
+            return Document(item.id, item.text, item.kind, meta, self.key)
+        meta = {"path": relative, **item.metadata, "mtime": mtime, "kind": reader}
+        meta.setdefault("title", _title(item.text, item.kind) or path.stem)
+        return Document(relative, item.text, item.kind, meta, self.key, page_starts=tuple(item.page_starts))
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _walk(root: Path) -> Iterator[Path]:
@@ -155,73 +169,9 @@ def _walk(root: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def _read(path: Path, kind: str) -> tuple[str, dict[str, Any]]:
-    if kind == "pdf":
-        from pypdf import PdfReader
-
-        reader = PdfReader(path)
-        pages = [page.extract_text() or "" for page in reader.pages]
-        meta: dict[str, Any] = {"pages": len(pages)}
-        info = reader.metadata
-        if info is not None and info.title:
-            meta["title"] = str(info.title)
-        return "\n\n".join(pages), meta
-    raw = path.read_text(encoding="utf-8")
-    if kind == "html":
-        from toolkernel_rag.chunking import html_to_markdown
-
-        text, title = html_to_markdown(raw)
-        return text, {"title": title} if title else {}
-    if kind == "json":
-        json.loads(raw)  # reject malformed JSON here, with its position
-        return raw, {}
-    if kind == "markdown":
-        return _front_matter(raw)
-    return raw, {}
-
-
-def _front_matter(raw: str) -> tuple[str, dict[str, Any]]:
-    """Split YAML front matter off a markdown text; its scalar and list values become metadata."""
-    if not raw.startswith("---\n"):
-        return raw, {}
-    end = raw.find("\n---", 4)
-    if end < 0:
-        return raw, {}
-    import yaml  # type: ignore[import-untyped]
-
-    try:
-        data = yaml.safe_load(raw[4:end])
-    except yaml.YAMLError as exc:
-        raise ValueError(f"front matter is not valid YAML: {exc}") from None
-    body = raw[end + 4 :].lstrip("-").lstrip("\n")
-    if not isinstance(data, dict):
-        return body, {}
-    meta = {str(k): _plain(v) for k, v in data.items() if _is_metadata_value(_plain(v))}
-    return body, meta
-
-
-def _plain(value: Any) -> Any:
-    """Dates and other YAML scalars as strings; lists element-wise."""
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool | dict):
-        return value
-    return str(value)
-
-
-def _is_metadata_value(value: Any) -> bool:
-    if isinstance(value, str | int | float | bool):
-        return not (isinstance(value, float) and value != value)
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(v, str | int | float | bool) for v in value)
-    )
-
-
 def _title(text: str, kind: str) -> str | None:
-    """The first markdown heading (markdown and HTML), else ``None``."""
-    if kind not in ("markdown", "html"):
+    """The first markdown heading of a markdown document, else ``None``."""
+    if kind != "markdown":
         return None
     for line in text.splitlines():
         if line.startswith("#"):

@@ -3,7 +3,9 @@
 Every chunk's terms are computed once at ingestion and kept in the catalog; the BM25
 matrix is rebuilt from them whenever the catalog's generation moves (ingestion added,
 replaced or deleted documents), which for 5,000 SciFact abstracts takes well under a
-second, then saved under ``sparse/`` so a server starts without rebuilding. bm25s has no
+second. Only the writer (holding the knowledge base's writer lock) saves it under
+``sparse/``, staged in a private directory and swapped in, so a server starts without
+rebuilding; a reader builds a missing, stale or damaged index in memory and never writes. bm25s has no
 incremental update; rebuilding from stored terms is what makes it follow add, replace and
 delete. Filters are applied by walking the BM25 ranking best-first and testing each chunk's
 metadata with the kernel's reference filter semantics, so every store's operators work.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +52,7 @@ class Analyzer:
 
 
 @dataclass(frozen=True)
-class _Loaded:
+class SparseState:
     """One catalog generation's BM25 matrices and chunk table, swapped in whole.
 
     A search reads one of these from start to end, so a search running in a worker thread
@@ -72,11 +75,17 @@ class SparseIndex:
     the catalog.
     """
 
-    def __init__(self, directory: Path, spec: SparseSpec) -> None:
+    def __init__(self, directory: Path, spec: SparseSpec, *, writable: bool = True) -> None:
         self.directory = directory
         self.spec = spec
+        self.writable = writable
         self.analyzer = Analyzer(spec.language)
-        self._loaded = _Loaded(-1, [], [], [])
+        self._loaded = SparseState(-1, [], [], [])
+
+    @property
+    def generation(self) -> int:
+        """The catalog generation the index in use was built from (-1 before the first refresh)."""
+        return self._loaded.generation
 
     def terms(self, text: str) -> str:
         """The terms of ``text`` as the catalog stores them (space-separated)."""
@@ -89,30 +98,61 @@ class SparseIndex:
     def refresh(self, catalog: Catalog) -> None:
         """Load the saved index, or rebuild it from the catalog when the catalog has moved on."""
         generation = catalog.generation()
-        if generation == self._loaded.generation:
-            return
-        if not self._load(generation):
-            self._build(catalog, generation)
+        if generation != self._loaded.generation:
+            self.install(self.prepare(catalog, generation))
 
-    def _load(self, generation: int) -> bool:
+    def rebuild(self, catalog: Catalog) -> None:
+        """Build from the catalog whatever is saved (``kb repair``), and use it."""
+        self.install(self._build(catalog, catalog.generation()))
+
+    def install(self, loaded: SparseState) -> None:
+        """Swap in an index :meth:`prepare` made (searches already running keep the one they read)."""
+        self._loaded = loaded
+
+    def prepare(self, catalog: Catalog, generation: int) -> SparseState:
+        """The index of ``generation``: the saved one when it is that generation's and loads, else
+        rebuilt from the catalog's terms (and saved, when this index is the writer's)."""
+        return self._load(generation) or self._build(catalog, generation)
+
+    def status(self, generation: int) -> str:
+        """What is saved under ``sparse/``: ``current``, ``stale`` (an older generation, rebuilt on
+        the next write), ``missing`` or ``damaged`` (unreadable; rebuilt on the next write)."""
+        try:
+            state = json.loads((self.directory / _STATE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return "missing"
+        except (OSError, ValueError):
+            return "damaged"
+        if not isinstance(state, dict) or state.get("generation") != generation:
+            return "stale"
+        if state.get("spec") != self._spec_state():
+            return "stale"
+        return "current" if self._load(generation) is not None else "damaged"
+
+    def _load(self, generation: int) -> SparseState | None:
+        """The saved index when it is ``generation``'s and every file of it loads, else ``None``."""
         import bm25s  # type: ignore[import-untyped]
 
         try:
             state = json.loads((self.directory / _STATE).read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-        if state.get("generation") != generation or state.get("spec") != self._spec_state():
-            return False
-        ids, metadata = state["ids"], state["metadata"]
-        chunk_retriever = document_retriever = None
-        if ids:
-            chunk_retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=False)
-            document_retriever = bm25s.BM25.load(str(self.directory / "bm25-documents"), mmap=False)
-        documents = [list(chunks) for chunks in state["documents"]]
-        self._loaded = _Loaded(generation, ids, metadata, documents, chunk_retriever, document_retriever)
-        return True
+            if state.get("generation") != generation or state.get("spec") != self._spec_state():
+                return None
+            ids, metadata = state["ids"], state["metadata"]
+            chunk_retriever = document_retriever = None
+            documents = [list(chunks) for chunks in state["documents"]]
+            if ids:
+                chunk_retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=False)
+                document_retriever = bm25s.BM25.load(str(self.directory / "bm25-documents"), mmap=False)
+                # A truncated or mismatched file loads short: the index must cover every chunk and document.
+                if _corpus_size(chunk_retriever) != len(ids) or _corpus_size(document_retriever) != len(
+                    documents
+                ):
+                    return None
+        except Exception:  # any damage (missing, truncated, garbled) means "rebuild"
+            return None
+        return SparseState(generation, ids, metadata, documents, chunk_retriever, document_retriever)
 
-    def _build(self, catalog: Catalog, generation: int) -> None:
+    def _build(self, catalog: Catalog, generation: int) -> SparseState:
         import bm25s
 
         ids: list[str] = []
@@ -133,24 +173,34 @@ class SparseIndex:
             # overlap between chunks twice (SciFact: 0.684 against 0.686 nDCG@10).
             document_retriever = bm25s.BM25(k1=self.spec.k1, b=self.spec.b, method="lucene")
             document_retriever.index(self._document_terms(catalog, list(by_document)), show_progress=False)
-        # Written to a fresh directory, then swapped in: a crash leaves a complete index or none.
-        staging = self.directory.with_name(self.directory.name + ".new")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        if retriever is not None and document_retriever is not None:
-            retriever.save(str(staging / "bm25"), show_progress=False)
-            document_retriever.save(str(staging / "bm25-documents"), show_progress=False)
+        loaded = SparseState(generation, ids, metadata, documents, retriever, document_retriever)
+        if self.writable:
+            self._save(loaded)
+        return loaded
+
+    def _save(self, loaded: SparseState) -> None:
+        """Write to a private staging directory, then swap it in: a crash leaves a complete index or
+        none, and a reader that catches the swap midway fails to load and builds in memory."""
+        parent = self.directory.parent
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.directory.name}-new-", dir=parent))
+        if loaded.chunk_retriever is not None and loaded.document_retriever is not None:
+            loaded.chunk_retriever.save(str(staging / "bm25"), show_progress=False)
+            loaded.document_retriever.save(str(staging / "bm25-documents"), show_progress=False)
         state = {
-            "generation": generation,
+            "generation": loaded.generation,
             "spec": self._spec_state(),
-            "ids": ids,
-            "metadata": metadata,
-            "documents": documents,
+            "ids": loaded.ids,
+            "metadata": loaded.metadata,
+            "documents": loaded.documents,
         }
         (staging / _STATE).write_text(json.dumps(state), encoding="utf-8")
-        shutil.rmtree(self.directory, ignore_errors=True)
+        old = parent / f".{self.directory.name}-old-{staging.name.rsplit('-', 1)[-1]}"
+        if self.directory.exists():
+            self.directory.rename(old)
         staging.rename(self.directory)
-        self._loaded = _Loaded(generation, ids, metadata, documents, retriever, document_retriever)
+        shutil.rmtree(old, ignore_errors=True)
+        for leftover in parent.glob(f".{self.directory.name}-*"):  # what a killed writer left
+            shutil.rmtree(leftover, ignore_errors=True)
 
     def _document_terms(self, catalog: Catalog, document_ids: list[str]) -> list[list[str]]:
         """Each document's terms, analysed from its text where an older catalog kept none."""
@@ -164,20 +214,25 @@ class SparseIndex:
                 terms = self.terms(found[1]) if found is not None else ""
                 analysed.append((document_id, terms))
             out.append(terms.split())
-        if analysed:
+        if analysed and self.writable:
             catalog.set_document_terms(analysed)
         return out
 
     def search(
-        self, query: str, top_k: int, allowed: Callable[[Mapping[str, Any]], bool] | None = None
+        self,
+        query: str,
+        top_k: int,
+        allowed: Callable[[Mapping[str, Any]], bool] | None = None,
+        loaded: SparseState | None = None,
     ) -> list[tuple[str, ScoredChunk]]:
         """The ``top_k`` best documents by BM25 as ``(document id, best chunk)``, filtered by ``allowed``.
 
         Documents are scored whole (over all their chunks' terms), which on SciFact ranks
         1.9 points of nDCG@10 better than scoring 250-token chunks; the chunk returned for a
         document is the one whose own BM25 score is highest. The score is the document's.
+        ``loaded`` searches that index (a reader's view) instead of the one in use.
         """
-        loaded = self._loaded
+        loaded = loaded if loaded is not None else self._loaded
         if loaded.chunk_retriever is None or loaded.document_retriever is None:
             return []
         vocab = loaded.document_retriever.vocab_dict
@@ -202,3 +257,8 @@ class SparseIndex:
                 if len(out) == top_k:
                     break
         return out
+
+
+def _corpus_size(retriever: Any) -> int:
+    """How many documents a bm25s index was built over (its score matrix's row count)."""
+    return int(retriever.scores["num_docs"])

@@ -443,6 +443,10 @@ class PgCatalog:
 
     # -- generation --------------------------------------------------------------------
 
+    def bump_generation(self) -> None:
+        with self.db.connection() as conn:
+            conn.execute(self._sql("UPDATE {s}.stats SET generation = generation + 1"))
+
     def generation(self) -> int:
         with self.db.connection() as conn:
             row = conn.execute(self._sql("SELECT generation FROM {s}.stats")).fetchone()

@@ -74,9 +74,16 @@ class PgSparse:
         """Every search reads the committed postings: there is no index to bring up to date."""
 
     def search(
-        self, query: str, top_k: int, allowed: Callable[[Mapping[str, Any]], bool] | None = None
+        self,
+        query: str,
+        top_k: int,
+        allowed: Callable[[Mapping[str, Any]], bool] | None = None,
+        loaded: object = None,
     ) -> list[tuple[str, ScoredChunk]]:
-        """The ``top_k`` best documents by BM25 as ``(document id, best chunk)``, filtered by ``allowed``."""
+        """The ``top_k`` best documents by BM25 as ``(document id, best chunk)``, filtered by ``allowed``.
+
+        ``loaded`` is for the embedded index's readers; every search here reads the database.
+        """
         counted = Counter(self.analyzer.terms(query))
         if not counted or top_k <= 0:
             return []

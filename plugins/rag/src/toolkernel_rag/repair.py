@@ -1,0 +1,138 @@
+"""Derived data checked on every writer open and rebuilt from the catalog: the vector store,
+the BM25 index, extensions' state.
+
+The catalog holds every chunk's text, metadata, terms and vector, so everything else can be
+rebuilt from it without re-embedding. A writer (under the writer lock) compares the store's
+vector count with the catalog's when it opens and restores what is missing; ``kb repair``
+rebuilds every piece from scratch. A catalog that is missing or damaged cannot be rebuilt:
+that is an error naming it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkernel.vectors import VectorStoreError
+from toolkernel_rag.layout import EXTENSIONS_DIR, KBError
+
+if TYPE_CHECKING:
+    from toolkernel_rag.kb import KnowledgeBase
+
+
+@dataclass
+class RepairReport:
+    """What :func:`repair` rebuilt."""
+
+    vectors: int = 0
+    chunks: int = 0
+    extensions: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        return {"vectors": self.vectors, "chunks": self.chunks, "extensions": list(self.extensions)}
+
+
+def repair_hint(kb: KnowledgeBase) -> str:
+    return f"toolkernel kb repair --kb {kb.directory}"
+
+
+async def check_store(kb: KnowledgeBase) -> None:
+    """Open the writer's vector store and make it hold exactly the catalog's vectors.
+
+    Documents still ``pending`` (a killed run) are left out of the comparison: the next
+    ingest rewrites them. A store that cannot be opened is refused with the repair command.
+    """
+    try:
+        await kb.store.create_index(kb.index, kb.manifest.embedder.dimension, "cosine")
+        stored = await _count_done(kb)
+    except VectorStoreError as exc:
+        if "in use by another process" in str(exc):
+            raise
+        raise KBError(f"{_store_where(kb)} cannot be opened ({exc}): run '{repair_hint(kb)}'") from None
+    except Exception as exc:  # an engine's own error on damaged files
+        raise KBError(f"{_store_where(kb)} is damaged ({exc}): run '{repair_hint(kb)}'") from None
+    expected = _done_vectors(kb)
+    if stored != expected:
+        restored = await rebuild_store(kb, drop=stored > expected and kb.embedded_store)
+        print(
+            f"repaired {_store_where(kb)}: it held {stored} of the catalog's {expected} vectors; "
+            f"{restored} restored from the catalog",
+            file=sys.stderr,
+        )
+
+
+async def _count_done(kb: KnowledgeBase) -> int:
+    pending = _pending(kb)
+    if pending:
+        return await kb.store.count(kb.index, {"document_id": {"$nin": pending}})
+    return await kb.store.count(kb.index)
+
+
+def _pending(kb: KnowledgeBase) -> list[str]:
+    return sorted(d for d, (_, state) in kb.catalog.hashes().items() if state == "pending")
+
+
+def _done_vectors(kb: KnowledgeBase) -> int:
+    return kb.embedded_catalog.vector_count(done_only=True)
+
+
+def _store_where(kb: KnowledgeBase) -> str:
+    path = kb.manifest.store.options.get("path")
+    if isinstance(path, str):
+        return f"the vector store at {str(kb.directory / path)!r}"
+    return f"vector index {kb.index!r} of store {kb.manifest.store.name!r}"
+
+
+async def rebuild_store(kb: KnowledgeBase, *, drop: bool) -> int:
+    """Upsert every done chunk's vector from the catalog (after emptying the index when ``drop``)."""
+    if drop:
+        await kb.store.delete_index(kb.index)
+        await kb.store.create_index(kb.index, kb.manifest.embedder.dimension, "cosine")
+    from toolkernel_rag.ingestion import store_metadata
+
+    restored = 0
+    for batch in kb.embedded_catalog.all_vectors(done_only=True):
+        await kb.store.upsert(
+            kb.index,
+            [chunk_id for chunk_id, _, _ in batch],
+            [vector for _, vector, _ in batch],
+            metadata=[store_metadata(meta) for _, _, meta in batch],
+        )
+        restored += len(batch)
+    return restored
+
+
+def wipe_embedded_store(directory: Path, options: dict[str, Any]) -> None:
+    """Delete an embedded store's files (``kb repair``: they are rebuilt from the catalog)."""
+    path = options.get("path")
+    if isinstance(path, str):
+        target = Path(path) if Path(path).is_absolute() else directory / path
+        shutil.rmtree(target, ignore_errors=True)
+
+
+async def repair(kb: KnowledgeBase) -> RepairReport:
+    """Rebuild every piece of derived data of a writable ``kb`` from its catalog."""
+    from toolkernel_rag.ingestion import catch_up_extensions
+
+    kb.require_writable("repair")
+    report = RepairReport()
+    report.vectors = await rebuild_store(kb, drop=True)
+    kb.embedded_sparse.rebuild(kb.embedded_catalog)
+    report.chunks = kb.catalog.counts()[2]
+    reset_extension_dirs(kb, list(kb.extensions))
+    for name in kb.extensions:
+        kb.embedded_catalog.forget_extension(name)
+    report.extensions = tuple(kb.extensions)
+    await catch_up_extensions(kb)
+    kb.catalog.bump_generation()
+    kb.sparse.refresh(kb.catalog)
+    return report
+
+
+def reset_extension_dirs(kb: KnowledgeBase, names: list[str]) -> None:
+    """Remove the named extensions' directories (their state is rebuilt from the catalog)."""
+    for name in names:
+        shutil.rmtree(kb.directory / EXTENSIONS_DIR / name, ignore_errors=True)

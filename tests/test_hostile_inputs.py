@@ -1,0 +1,225 @@
+"""Tool inputs built to exhaust a server: a real ``toolkernel kb serve`` subprocess over stdio,
+on a knowledge base whose vectors live in a real Postgres with pgvector.
+
+The server must keep answering ``ping`` while it works on any of them, and refuse the
+oversized ones (by a documented limit, named in the error) before doing any work on them.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolkernel.testing.services import postgres_server
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLKERNEL = str(Path(sys.executable).with_name("toolkernel"))
+EMBEDDER = "local/wordllama-256"
+REPLY_TIMEOUT_S = 120.0
+"""How long any reply may take before the test gives up on the server (not a measured bound)."""
+PING_BOUND_S = 1.0
+"""What the project promises: no tool input keeps the event loop from answering ping longer."""
+
+CATASTROPHIC = {"title": {"$regex": "^(\\w+\\s?)*$"}}
+"""Exponential for a backtracking engine on a title of many words that ends in a non-word character."""
+
+
+class StdioServer:
+    """A server subprocess spoken to with raw JSON-RPC lines; replies are collected by a thread."""
+
+    def __init__(self, argv: list[str], stderr: Path) -> None:
+        with stderr.open("w") as err:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT
+            )
+        self.replies: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
+        self._ids = iter(range(1, 1_000_000))
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.replies.put((time.monotonic(), json.loads(line)))
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> tuple[int, float]:
+        """Send a request; its id and when it was sent."""
+        request_id = next(self._ids)
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.write(json.dumps(message))
+        return request_id, time.monotonic()
+
+    def write(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def wait_for(self, request_id: int, timeout: float = REPLY_TIMEOUT_S) -> tuple[float, dict[str, Any]]:
+        """The reply to ``request_id`` and when it arrived (other replies are kept for later)."""
+        deadline = time.monotonic() + timeout
+        kept: list[tuple[float, dict[str, Any]]] = []
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    pytest.fail(f"no reply to request {request_id} within {timeout:.0f}s")
+                try:
+                    at, reply = self.replies.get(timeout=remaining)
+                except queue.Empty:
+                    continue
+                if reply.get("id") == request_id:
+                    return at, reply
+                kept.append((at, reply))
+        finally:
+            for item in kept:
+                self.replies.put(item)
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        request_id, _ = self.send(method, params)
+        return self.wait_for(request_id)[1]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+
+
+def _records() -> list[dict[str, Any]]:
+    """Titles of thirty words ending in '!' (the regex's worst case) about topics BM25 will find."""
+    topics = ["solar panels", "wind turbines", "hydro dams", "battery storage"]
+    return [
+        {
+            "id": f"doc-{n}",
+            "title": " ".join(f"{topic.split()[0]}{i}" for i in range(30)) + " !",
+            "text": f"Notes on {topic}: how {topic} produce and keep energy. Entry {n}.",
+        }
+        for n, topic in enumerate(topics * 3)
+    ] + [{"id": "plain", "title": "solar panels", "text": "Solar panels turn sunlight into energy."}]
+
+
+@pytest.fixture(scope="module")
+def pg_kb() -> Iterator[Path]:
+    """A knowledge base on pgvector (which offers $regex), built with the real ``kb ingest`` command."""
+    with (
+        tempfile.TemporaryDirectory(prefix="toolkernel-hostile-") as directory,
+        postgres_server(Path(directory) / "pg") as pg,
+    ):
+        root = Path(directory)
+        corpus = root / "corpus.jsonl"
+        corpus.write_text("".join(json.dumps(r) + "\n" for r in _records()), encoding="utf-8")
+        store_options = json.dumps({"dsn": pg.uri})
+        argv = [TOOLKERNEL, "kb", "ingest", str(corpus), "--kb", str(root / "kb"), "--quiet"]
+        argv += ["--store", "pgvector", "--store-options", store_options, "--embedder", EMBEDDER]
+        subprocess.run(argv, check=True, timeout=300, capture_output=True)
+        yield root / "kb"
+
+
+@pytest.fixture
+def served(pg_kb: Path, tmp_path: Path) -> Iterator[StdioServer]:
+    """``toolkernel kb serve`` over stdio, initialized, its models loaded by a first search."""
+    server = StdioServer([TOOLKERNEL, "kb", "serve", "--kb", str(pg_kb)], tmp_path / "stderr.log")
+    try:
+        client = {"name": "hostile-inputs", "version": "1"}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+        assert "result" in server.request("initialize", init)
+        server.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        warm = server.request("tools/call", {"name": "search", "arguments": {"query": "solar panels"}})
+        assert warm["result"]["isError"] is False, warm
+        yield server
+    finally:
+        server.close()
+
+
+def _search_while_pinging(server: StdioServer, arguments: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """Call ``search`` and ping the server every 0.2 s until it answers; the reply and the slowest ping."""
+    search_id, _ = server.send("tools/call", {"name": "search", "arguments": arguments})
+    slowest = 0.0
+    deadline = time.monotonic() + REPLY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ping_id, sent = server.send("ping")
+        answered, reply = server.wait_for(ping_id, timeout=30)
+        assert reply.get("result") == {}, reply
+        slowest = max(slowest, answered - sent)
+        assert slowest <= PING_BOUND_S, f"a ping waited {slowest:.2f}s while search ran"
+        try:
+            _, result = server.wait_for(search_id, timeout=0.2)
+        except pytest.fail.Exception:
+            continue
+        return result, slowest
+    pytest.fail("search did not answer")
+
+
+def test_a_catastrophic_regex_filter_in_hybrid_mode_never_stalls_ping(served: StdioServer) -> None:
+    reply, _ = _search_while_pinging(
+        served, {"query": "solar panels energy", "mode": "hybrid", "filter": CATASTROPHIC}
+    )
+    result = reply["result"]
+    assert result["isError"] is False, result
+    # Only the plain title is a run of words; the others end in '!' and match on neither side.
+    assert [h["source"]["title"] for h in result["structuredContent"]["results"]] == ["solar panels"]
+
+
+def _refused(reply: dict[str, Any]) -> str:
+    """The text of an isError tool result."""
+    result = reply["result"]
+    assert result["isError"] is True, result
+    text = result["content"][0]["text"]
+    assert isinstance(text, str)
+    return text
+
+
+@pytest.mark.parametrize("size", [4 * 1024 * 1024, 8 * 1024 * 1024])
+def test_a_huge_query_is_refused_by_its_limit_and_ping_keeps_answering(
+    served: StdioServer, size: int
+) -> None:
+    reply, _ = _search_while_pinging(served, {"query": "solar " * (size // 6)})
+    text = _refused(reply)
+    assert f"query: {size // 6 * 6} characters, over max_query_chars (10000)" in text, text[:300]
+    assert len(text) < 500, "the refusal names the limit; it does not echo the input"
+
+
+def test_a_filter_of_20000_branches_is_refused_by_its_limit(served: StdioServer) -> None:
+    huge_or = {"$or": [{"title": f"t{i}"} for i in range(20_000)]}
+    reply, _ = _search_while_pinging(served, {"query": "solar panels", "filter": huge_or})
+    text = _refused(reply)
+    assert "filter.$or: 20000 filters, over max_branches (100)" in text, text[:300]
+
+
+def test_limits_are_options(pg_kb: Path, tmp_path: Path) -> None:
+    """``[plugins.rag]`` sets them: a 20-character query limit, and 200 branches for a 151-branch filter."""
+    wide_or = {"$or": [{"title": f"t{i}"} for i in range(150)] + [{"title": "solar panels"}]}
+    config = tmp_path / "toolkernel.toml"
+    config.write_text(
+        "[plugins.rag]\nmax_query_chars = 20\n[plugins.rag.filter_limits]\nmax_branches = 200\n"
+    )
+    argv = [TOOLKERNEL, "--config", str(config), "kb", "serve", "--kb", str(pg_kb)]
+    server = StdioServer(argv, tmp_path / "stderr.log")
+    try:
+        client = {"name": "hostile-inputs", "version": "1"}
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+        assert "result" in server.request("initialize", init)
+        reply = server.request("tools/call", {"name": "search", "arguments": {"query": "x" * 21}})
+        assert "over max_query_chars (20)" in _refused(reply)
+        arguments = {"query": "solar panels", "filter": wide_or}
+        reply = server.request("tools/call", {"name": "search", "arguments": arguments})
+        assert reply["result"]["isError"] is False, reply
+        assert [h["source"]["title"] for h in reply["result"]["structuredContent"]["results"]] == [
+            "solar panels"
+        ]
+    finally:
+        server.close()
