@@ -363,6 +363,8 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "Completer",
         "ReadResult",
         "Resource",
+        "ResourceLister",
+        "ResourcePage",
         "ResourceTemplate",
         "call_maybe_async",
     ],

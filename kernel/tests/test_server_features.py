@@ -169,6 +169,57 @@ def _resource_server(kernel: Any) -> MCPServer:
     )
 
 
+def _listing_server(kernel, page_size):
+    """Two fixed resources and a template that lists 25 items from a backing list, 10 at most a call."""
+    items = [f"item-{i:02d}" for i in range(25)]
+
+    async def listing(cursor, limit):
+        start = int(cursor or 0)
+        end = min(start + min(limit, 10), len(items))
+        page = [Resource(f"mem://items/{i}", i, lambda: "x") for i in items[start:end]]
+        return page, (str(end) if end < len(items) else None)
+
+    return MCPServer(
+        "listing",
+        kernel=kernel,
+        page_size=page_size,
+        resources=[
+            Resource("mem://a", "a", lambda: "a"),
+            Resource("mem://b", "b", lambda: "b"),
+            ResourceTemplate("mem://items/{id}", "item", lambda id: id, listing=listing),
+        ],
+    )
+
+
+async def _all_pages(client):
+    pages, cursor = [], None
+    while True:
+        result = await client.list_resources(cursor=cursor)
+        pages.append([r.name for r in result.resources])
+        cursor = result.next_cursor
+        if cursor is None:
+            return pages
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_template_lists_its_resources_page_by_page(kernel, mode):
+    everything = ["a", "b", *[f"item-{i:02d}" for i in range(25)]]
+    async with connect_in_memory(_listing_server(kernel, None), mode=mode) as client:
+        unpaged = await _all_pages(client)
+        read = (await client.read_resource("mem://items/item-24")).contents
+        with pytest.raises(MCPError) as bad:
+            await client.list_resources(cursor="not-a-cursor")
+    # No page size: one page holds up to 1,000; the listing is asked until it has no more.
+    assert unpaged == [everything]
+    assert read[0].text == "item-24"
+    assert bad.value.error.code == types.INVALID_PARAMS
+    async with connect_in_memory(_listing_server(kernel, 4), mode=mode) as client:
+        paged = await _all_pages(client)
+    assert [len(p) for p in paged] == [4] * 6 + [3]
+    assert [name for page in paged for name in page] == everything
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", MODES)
 async def test_resources_list_read_and_templates(kernel, mode):

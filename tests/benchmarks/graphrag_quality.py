@@ -90,7 +90,9 @@ async def call(
         raise RuntimeError(f"search mode={mode}: {result.content}")
     answer = result.structured_content or {}
     hits = answer["sources"] if mode == "graph_rag" else answer["results"]
-    return list(dict.fromkeys(h["document_id"] for h in hits))[:10], elapsed, cpu
+    # A document id is the record's id after the source key ``corpus.jsonl/``.
+    ids = (h["document_id"].removeprefix("corpus.jsonl/") for h in hits)
+    return list(dict.fromkeys(ids))[:10], elapsed, cpu
 
 
 async def run(

@@ -14,7 +14,8 @@ all alike: ``dense``, ``sparse``, ``hybrid``, and ``hybrid`` + each reranker tha
 (``weighted`` always; ``cross-encoder`` when a model is found in the model caches; ``http``
 when ``$RERANK_BASE_URL`` is set).
 
-A result's ``document_id`` is the corpus record's ``id``. The tool returns one passage per
+A result's ``document_id`` is the corpus record's ``id`` after its source key
+``corpus.jsonl/``. The tool returns one passage per
 document in every built-in mode; the ranking scored is the distinct documents in the order
 they first appear. Reported per configuration: nDCG@10, Recall@10, All@10 (share of
 queries with every relevant document in the top 10), the mean number of distinct documents in
@@ -199,7 +200,7 @@ async def _search(client: Client, query: str, config: Config) -> list[str]:
         text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
         raise RuntimeError(f"search {config.arguments} for {query[:60]!r} failed: {text}")
     payload = result.structured_content or {}
-    return [str(hit["document_id"]) for hit in payload.get("results", [])]
+    return [str(hit["document_id"]).removeprefix("corpus.jsonl/") for hit in payload.get("results", [])]
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import uuid
 import warnings
 import weakref
@@ -30,7 +31,7 @@ from toolkernel.calls import ToolCaller
 from toolkernel.context import InputRequired, ToolContext, encode_state
 from toolkernel.errors import ProtocolError, missing_capability
 from toolkernel.events import SessionEvent
-from toolkernel.resources import call_maybe_async
+from toolkernel.resources import Resource, ResourceLister, call_maybe_async
 from toolkernel.skills import SKILLS_EXTENSION, mime_type
 from toolkernel.tasks import TASKS_EXTENSION, TaskHandle, TaskRecord, TaskRunner
 from toolkernel.wire import answering
@@ -171,6 +172,57 @@ class ServingAppImpl:
         """Serve one connection over a stream pair, firing the session hooks around it."""
         async with self.session(transport=transport, session_id=session_id):
             await self.protocol_server.run(read, write, self.init_options)
+
+    @contextlib.asynccontextmanager
+    async def task_worker(self, queue: Any) -> AsyncIterator[None]:
+        """Run the task bodies ``queue`` (a ``TaskQueue``) hands this process, while the block runs."""
+        worker = asyncio.get_running_loop().create_task(self._work(queue), name="task worker")
+        try:
+            yield
+        finally:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+            await self.tasks.aclose()
+
+    async def _work(self, queue: Any) -> None:
+        running: set[asyncio.Task[None]] = set()
+        try:
+            async for job in queue.take():
+                task = asyncio.get_running_loop().create_task(self._run_job(job))
+                running.add(task)
+                task.add_done_callback(running.discard)
+        finally:
+            for task in list(running):
+                task.cancel()
+
+    async def _run_job(self, job: Any) -> None:
+        """Run one queued task body; the job is done once its task has ended (or cannot run)."""
+        data = job.data
+        record = await self.tasks.store.get(str(data.get("task")))
+        tool = self.tools.get(str(data.get("tool")))
+        if record is None or record.terminal or tool is None:
+            if record is not None and not record.terminal:
+                await self.tasks._finish(record, "failed", error={"code": -32602, "message": "Unknown tool"})
+            await job.done()
+            return
+        auth = AuthInfo.model_validate(data["auth"]) if data.get("auth") else None
+        values = data.get("values")
+
+        async def work(handle: TaskHandle) -> dict[str, Any]:
+            tctx = ToolContext(
+                server=self.server,
+                tool_name=tool.name,
+                call_id=record.task_id,
+                values=values if isinstance(values, dict) else None,
+                auth=auth,
+                task=handle,
+            )
+            outcome = await self.caller.call(tool, dict(data.get("arguments") or {}), tctx)
+            return _call_result(outcome).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        await self.tasks.run_taken(record, work)
+        await job.done()
 
     @contextlib.asynccontextmanager
     async def session(self, *, transport: str, session_id: str | None = None) -> AsyncIterator[None]:
@@ -314,6 +366,22 @@ class _Handlers:
                 detach=detach,
             )
 
+        if tool.task_start == "call" and runner.queue is not None:
+            # Shared tasks: a worker on any replica runs the body; this replica only queues it.
+            record = runner.new_record()
+            await runner.store.create(record)
+            caller_info = _auth_info(ctx)
+            await runner.queue.put(
+                {
+                    "task": record.task_id,
+                    "tool": tool.name,
+                    "arguments": arguments,
+                    "values": values if isinstance(values, dict) else None,
+                    "auth": caller_info.model_dump(mode="json") if caller_info is not None else None,
+                }
+            )
+            return {"resultType": "task", **record.info()}
+
         if tool.task_start == "call":
 
             async def work(handle: TaskHandle) -> dict[str, Any]:
@@ -385,25 +453,20 @@ class _Handlers:
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        fixed, _ = self.server.all_resources()
+        fixed, templates = self.server.all_resources()
         caller = _auth_info(ctx)
-        listed = [
-            types.Resource(
-                uri=r.uri,
-                name=r.name,
-                title=r.title,
-                description=r.description,
-                mime_type=r.mime_type,
-                _meta=r.meta,
-            )
-            for r in fixed.values()
-            if _allowed(caller, r.scopes)
-        ]
+        listed = [_wire_resource(r) for r in fixed.values() if _allowed(caller, r.scopes)]
         listed += [
             types.Resource(uri=k.uri, name=k.name, description=k.description, mime_type="text/markdown")
             for k in self.server.skills.values()
         ]
-        page, cursor = _page(listed, params, self.server.page_size)
+        listers = [
+            t.listing for t in templates.values() if t.listing is not None and _allowed(caller, t.scopes)
+        ]
+        if listers:
+            page, cursor = await _listed_page(listed, listers, params, self.server.page_size)
+        else:
+            page, cursor = _page(listed, params, self.server.page_size)
         return types.ListResourcesResult(resources=page, next_cursor=cursor)
 
     async def list_resource_templates(
@@ -720,6 +783,61 @@ def _page(
     end = len(items) if size is None else start + size
     following = base64.urlsafe_b64encode(f"o:{end}".encode()).decode() if end < len(items) else None
     return items[start:end], following
+
+
+LISTED_PAGE_SIZE = 1000
+"""A ``resources/list`` page's size when templates list their resources and ``page_size`` is unset."""
+
+
+def _wire_resource(r: Resource) -> types.Resource:
+    return types.Resource(
+        uri=r.uri, name=r.name, title=r.title, description=r.description, mime_type=r.mime_type, _meta=r.meta
+    )
+
+
+async def _listed_page(
+    fixed: list[types.Resource],
+    listers: list[ResourceLister],
+    params: types.PaginatedRequestParams | None,
+    size: int | None,
+) -> tuple[list[types.Resource], str | None]:
+    """A ``resources/list`` page over the fixed resources, then each listing template's pages.
+
+    The cursor names a position ``[part, inner]``: ``part`` 0 is the fixed resources (``inner``
+    an offset), ``part`` n the n-th listing template (``inner`` that template's own cursor).
+    """
+    limit = size or LISTED_PAGE_SIZE
+    part, inner = 0, None
+    cursor = params.cursor if params is not None else None
+    if cursor is not None:
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(cursor.encode()).decode().removeprefix("p:"))
+            part, inner = int(decoded[0]), decoded[1]
+            if not 0 <= part <= len(listers) or not (inner is None or isinstance(inner, str)):
+                raise ValueError(cursor)
+        except (ValueError, TypeError, IndexError, UnicodeDecodeError):
+            raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}") from None
+    page: list[types.Resource] = []
+    while len(page) < limit and part <= len(listers):
+        if part == 0:
+            start = int(inner or 0)
+            taken = fixed[start : start + limit - len(page)]
+            page += taken
+            if start + len(taken) < len(fixed):
+                inner = str(start + len(taken))
+                break
+        else:
+            found, following = await call_maybe_async(listers[part - 1], inner, limit - len(page))
+            page += [_wire_resource(r) for r in found]
+            if following is not None:
+                inner = following
+                if not found:
+                    break
+                continue
+        part, inner = part + 1, None
+    if part > len(listers):
+        return page, None
+    return page, base64.urlsafe_b64encode(("p:" + json.dumps([part, inner])).encode()).decode()
 
 
 def _newest(versions: dict[str | None, Prompt]) -> Prompt:

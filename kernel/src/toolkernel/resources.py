@@ -14,6 +14,8 @@ __all__ = [
     "Completer",
     "ReadResult",
     "Resource",
+    "ResourceLister",
+    "ResourcePage",
     "ResourceTemplate",
     "call_maybe_async",
 ]
@@ -21,6 +23,11 @@ __all__ = [
 ReadResult = str | bytes
 Completer = Callable[[str], Sequence[str] | Awaitable[Sequence[str]]]
 """``complete(prefix) -> candidate values`` for one argument."""
+ResourcePage = tuple[list["Resource"], str | None]
+"""One page of a template's resources and the cursor of the next page (``None``: the last)."""
+ResourceLister = Callable[[str | None, int], ResourcePage | Awaitable[ResourcePage]]
+"""``listing(cursor, limit)``: at most ``limit`` of the resources a template addresses, from
+``cursor`` (``None``: the first page), and the next cursor. Sync or async."""
 
 _VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -50,7 +57,10 @@ class Resource:
 class ResourceTemplate:
     """Resources addressed by an RFC 6570 level-1 template such as ``file:///{path}``.
 
-    ``read(**variables)`` receives the values matched from the URI.
+    ``read(**variables)`` receives the values matched from the URI. ``listing``, when given,
+    enumerates the resources the template addresses a page at a time: ``resources/list``
+    shows them after the fixed resources, paged by cursor, so a collection too large (or too
+    changeable) to register resource by resource is listed from where it lives.
     """
 
     uri_template: str
@@ -63,6 +73,7 @@ class ResourceTemplate:
     meta: dict[str, Any] | None = None
     scopes: tuple[str, ...] = ()
     """OAuth scopes a caller needs to see and read it (enforced when the server has auth on)."""
+    listing: ResourceLister | None = None
     _pattern: re.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -58,13 +58,13 @@ async def ingested(tmp_path: Path) -> str:
 
 
 async def search(where: str, arguments: dict[str, object], **options: object) -> list[str]:
-    """Document ids ``search`` returns, through an in-memory MCP client."""
+    """Document ids ``search`` returns, less their source key ``docs/``, through an in-memory MCP client."""
     async with await KnowledgeBase.open(where, kernel=kernel()) as kb:
         server = kb_server(kb, KBServerOptions(**options))  # type: ignore[arg-type]
         async with connect_in_memory(server) as client:
             result = await client.call_tool("search", {"top_k": 5, **arguments})
     assert not result.is_error, result.content
-    return [hit["document_id"] for hit in result.structured_content["results"]]
+    return [hit["document_id"].removeprefix("docs/") for hit in result.structured_content["results"]]
 
 
 @pytest.mark.anyio
@@ -179,12 +179,12 @@ async def test_graph_rag_tool_takes_mastras_arguments_within_the_mandatory_filte
         answer = result.structured_content
         found = [s["document_id"] for s in answer["sources"]]
         assert len(found) == 4
-        assert "temple.md" not in found
+        assert "docs/temple.md" not in found
         assert [c["text"] for c in answer["relevantContext"]] == [s["text"] for s in answer["sources"]]
         assert (await client.call_tool("graph_rag", call)).structured_content == answer
         # Mastra passes the filter as a JSON string; it narrows within the mandatory filter.
         narrowed = await client.call_tool("graph_rag", {**call, "filter": '{"path": "kiss.md"}'})
-        assert [s["document_id"] for s in narrowed.structured_content["sources"]] == ["kiss.md"]
+        assert [s["document_id"] for s in narrowed.structured_content["sources"]] == ["docs/kiss.md"]
         # With no pair above the threshold there are no edges: every walk stays at its seed,
         # so the order is the dense order and each score the seed's cosine similarity.
         alone = await client.call_tool("graph_rag", {**call, "threshold": 1.0})

@@ -54,20 +54,20 @@ async def test_every_file_type_goes_in_with_its_metadata(corpus: Path, tmp_path:
         ids = [d.id for d in kb.documents()]
         assert ids == sorted(
             [
-                "data/config.json",
-                "guide/install.md",
-                "guide/vectors.md",
-                "notes/cooking.txt",
-                "paper.pdf",
-                "tool.py",
-                "web/page.html",
+                "corpus/data/config.json",
+                "corpus/guide/install.md",
+                "corpus/guide/vectors.md",
+                "corpus/notes/cooking.txt",
+                "corpus/paper.pdf",
+                "corpus/tool.py",
+                "corpus/web/page.html",
             ]
         )
         done, pending, chunks = kb.catalog.counts()
         assert (done, pending) == (7, 0)
         assert await kb.store.count(kb.index) == chunks
 
-        install = kb.document("guide/install.md")
+        install = kb.document("corpus/guide/install.md")
         assert install is not None
         row, text = install
         assert text.startswith("# Installing")  # front matter is metadata, not text
@@ -75,11 +75,11 @@ async def test_every_file_type_goes_in_with_its_metadata(corpus: Path, tmp_path:
         assert row.metadata["title"] == "Installing"
         assert row.metadata["version"] == 2
         assert row.metadata["mtime"] == pytest.approx((corpus / "guide/install.md").stat().st_mtime)
-        page = kb.document("web/page.html")
+        page = kb.document("corpus/web/page.html")
         assert page is not None
         assert page[0].metadata["title"] == "Gardening"
         assert "Aphids eat tomato leaves." in page[1]
-        pdf = kb.document("paper.pdf")
+        pdf = kb.document("corpus/paper.pdf")
         assert pdf is not None
         assert "lighthouses" in pdf[1]
 
@@ -87,13 +87,13 @@ async def test_every_file_type_goes_in_with_its_metadata(corpus: Path, tmp_path:
         for mode in ("dense", "sparse", "hybrid"):
             hits = await kb.search("install offline wheels", mode=mode, filter={"tags": "alpha"})
             assert hits
-            assert {h.chunk.document_id for h in hits} == {"guide/install.md"}
+            assert {h.chunk.document_id for h in hits} == {"corpus/guide/install.md"}
             assert all(h.chunk.metadata["path"] == "guide/install.md" for h in hits)
         headed = await kb.search("wheels without network", mode="sparse", top_k=1)
         assert headed[0].chunk.metadata["headers"] == ["Installing", "Offline"]
 
 
-async def test_beir_records_keep_their_ids(tmp_path: Path) -> None:
+async def test_beir_records_keep_their_ids_after_the_source_key(tmp_path: Path) -> None:
     corpus = write_records(
         tmp_path / "corpus.jsonl",
         [
@@ -110,9 +110,9 @@ async def test_beir_records_keep_their_ids(tmp_path: Path) -> None:
         report = await ingest(kb, [str(corpus)])
         assert report.added == 2
         [hit] = await kb.search("honey bees", top_k=1, mode="sparse")
-        assert hit.chunk.document_id == "42"
+        assert hit.chunk.document_id == "corpus.jsonl/42"
         [hit] = await kb.search("ships at night", top_k=1, mode="dense", filter={"year": {"$gte": 90}})
-        assert hit.chunk.document_id == "d1"
+        assert hit.chunk.document_id == "corpus.jsonl/d1"
         assert hit.chunk.text.startswith("Lighthouses\n\nA lighthouse")
 
 
@@ -130,14 +130,14 @@ async def test_rerun_is_incremental_and_follows_changes_and_deletions(corpus: Pa
         changed = await ingest(kb, [str(corpus)])
         assert (changed.unchanged, changed.updated, changed.deleted) == (3, 1, 1)
         assert [h.chunk.document_id for h in await kb.search("soup onions", top_k=1, mode="sparse")] == [
-            "notes/cooking.txt"
+            "corpus/notes/cooking.txt"
         ]
         assert await kb.search("bread yeast knead", mode="sparse") == []  # the old text is gone
         assert await kb.search("Qdrant Edge pgvector", mode="sparse") == []  # so is the deleted file
         done, _, chunks_now = kb.catalog.counts()
         assert done == 4
         assert await kb.store.count(kb.index) == chunks_now
-        assert await kb.store.count(kb.index, {"document_id": "guide/vectors.md"}) == 0
+        assert await kb.store.count(kb.index, {"document_id": "corpus/guide/vectors.md"}) == 0
         assert first.added == 5
 
 
@@ -171,7 +171,7 @@ async def test_corrupt_and_unsupported_files_are_reported_and_skipped(corpus: Pa
         assert reasons["missing-dir"] == "does not exist"
         assert len([p for p in report.problems if "records.jsonl" in p.where]) == 3
         assert report.added == 7  # the five good files, the Latin-1 one and the good record
-        latin1 = kb.document("latin1.md")
+        latin1 = kb.document("corpus/latin1.md")
         assert latin1 is not None
         assert latin1[1] == "café au lait"
 
@@ -191,7 +191,7 @@ async def test_manifest_records_the_build_and_refuses_another_embedder(corpus: P
         await KnowledgeBase.open(str(tmp_path / "nothing"), kernel=make_kernel())
     # Opened without naming an embedder, it uses the recorded one and its search works.
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel()) as kb:
-        assert (await kb.search("tomatoes", top_k=1))[0].chunk.document_id == "web/page.html"
+        assert (await kb.search("tomatoes", top_k=1))[0].chunk.document_id == "corpus/web/page.html"
 
 
 async def test_bare_names_live_under_the_data_directory(corpus: Path, tmp_path: Path) -> None:
@@ -236,8 +236,8 @@ async def test_store_embedder_and_chunker_come_from_the_settings(corpus: Path, t
         await ingest(kb, [str(corpus)])
         assert kb.store.name == "dict"
         assert await kb.store.count(kb.index) == kb.catalog.counts()[2]
-        assert all(len(c.text) <= 120 for c in kb.catalog.document_chunks(["guide/install.md"]))
-        assert (await kb.search("tomato pests", top_k=1))[0].chunk.document_id == "web/page.html"
+        assert all(len(c.text) <= 120 for c in kb.catalog.document_chunks(["corpus/guide/install.md"]))
+        assert (await kb.search("tomato pests", top_k=1))[0].chunk.document_id == "corpus/web/page.html"
     manifest = read_manifest(tmp_path / "kb")
     assert manifest is not None
     assert (manifest.embedder.name, manifest.store.name) == (EMBEDDER, "dict")

@@ -96,10 +96,11 @@ async def test_bm25_scores_equal_the_embedded_index(postgres: PostgresService, t
             # Equal scores may come in another order; each score's documents and chunks are the same.
             assert _by_score(got) == _by_score(want), query
         # A filter is applied on chunks, as the embedded index does.
-        only = {"document_id": {"$in": ["doc-3", "doc-17", "doc-30"]}}
-        hits = await database.search("river3 stone4", mode="hybrid", filter=only, top_k=5)
-        assert {h.chunk.document_id for h in hits} <= {"doc-3", "doc-17", "doc-30"}
-        assert hits
+        chosen = {f"corpus.jsonl/doc-{i}" for i in (3, 17, 30)}
+        hits = await database.search(
+            "river3 stone4", mode="hybrid", filter={"document_id": {"$in": sorted(chosen)}}, top_k=5
+        )
+        assert {h.chunk.document_id for h in hits} == chosen
 
 
 def _by_score(ranked: list[tuple[str, Any]]) -> list[list[tuple[str, str]]]:
@@ -335,4 +336,4 @@ async def test_graph_mode_on_the_database_backend(postgres: PostgresService, tmp
             await ingest(writer, [str(corpus)])
         await anyio.sleep(1.1)
         hits = await reader.search("quokka4", mode="graph", top_k=3)
-        assert hits[0].chunk.document_id == "doc-4"
+        assert hits[0].chunk.document_id == "corpus.jsonl/doc-4"

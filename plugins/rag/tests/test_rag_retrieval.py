@@ -71,7 +71,7 @@ async def test_every_builtin_mode_returns_distinct_documents(tmp_path: Path) -> 
             hits = await kb.search("lighthouse ships rocky coast lamp", top_k=5, mode=mode)
             documents = [h.chunk.document_id for h in hits]
             assert len(documents) == len(set(documents)), (mode, documents)
-            assert set(documents[:3]) == {"long-0", "long-1", "long-2"}, (mode, documents)
+            assert set(documents[:3]) == {f"corpus.jsonl/long-{i}" for i in range(3)}, (mode, documents)
 
 
 class _Recording:
@@ -114,7 +114,7 @@ async def test_a_reranker_reads_short_documents_whole_and_long_ones_by_passage(t
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=kernel, create=True) as kb:
         await ingest(kb, [str(corpus)])
         hits = await kb.search("lighthouse ships", top_k=2, rerank="recording")
-    assert sorted(h.chunk.document_id for h in hits) == ["long", "short"]
+    assert sorted(h.chunk.document_id for h in hits) == ["corpus.jsonl/long", "corpus.jsonl/short"]
     assert short.strip() in [p.strip() for p in recording.seen]  # the whole short document
     [passage] = [p for p in recording.seen if p.strip() != short.strip()]
     assert len(passage) <= 60 < len(long)  # a passage of the long one
@@ -145,15 +145,15 @@ async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Pat
     # A reader analyses the texts in memory and leaves the catalog as it found it.
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel()) as kb:
         [hit] = await kb.search("honey", top_k=1, mode="sparse")
-        assert hit.chunk.document_id == "bees"
-        assert kb.catalog.document_terms() == {"bees": None, "ships": None}
+        assert hit.chunk.document_id == "corpus.jsonl/bees"
+        assert kb.catalog.document_terms() == {"corpus.jsonl/bees": None, "corpus.jsonl/ships": None}
     # The writer migrates the catalog and keeps the terms.
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel(), writable=True) as kb:
         [hit] = await kb.search("honey", top_k=1, mode="sparse")
-        assert hit.chunk.document_id == "bees"
+        assert hit.chunk.document_id == "corpus.jsonl/bees"
         assert kb.catalog.document_terms() == {
-            "bees": "bee bee make honey from nectar",
-            "ships": "ship lighthous guid ship night",
+            "corpus.jsonl/bees": "bee bee make honey from nectar",
+            "corpus.jsonl/ships": "ship lighthous guid ship night",
         }
 
 
@@ -174,4 +174,4 @@ async def test_dense_mode_fills_top_k_even_when_one_document_fills_the_first_fet
         hits = await kb.search("lighthouses guide ships on rocky coasts", top_k=5, mode="dense")
     documents = [h.chunk.document_id for h in hits]
     assert len(documents) == 5 == len(set(documents))
-    assert documents[0] == "long"
+    assert documents[0] == "corpus.jsonl/long"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -105,7 +107,7 @@ async def test_search_returns_structured_results_and_text(kb: KnowledgeBase) -> 
     assert len(hits) == 3
     assert set(hits[0]) == {"id", "document_id", "score", "text", "metadata", "source"}
     assert "wind turbines" in hits[0]["text"]
-    assert hits[0]["source"]["uri"] == f"kb://{kb.name}/documents/{hits[0]['document_id']}"
+    assert hits[0]["source"]["uri"] == f"kb://{kb.name}/documents/{quote(hits[0]['document_id'], safe='')}"
     assert hits[0]["metadata"]["tenant"] in TENANTS
     assert result.content[0].text.startswith("[1] wind turbines for ")
     bare = await _search(kb, {"query": "wind", "top_k": 1, "include_sources": False, "include_vectors": True})
@@ -207,9 +209,9 @@ async def test_a_store_failure_is_an_error_naming_the_cause(kb: KnowledgeBase) -
 
 async def test_fetch_document_resources_and_prompt(kb: KnowledgeBase) -> None:
     async with connect_in_memory(kb_server(kb)) as client:
-        fetched = await client.call_tool("fetch_document", {"document_id": "acme-1-True"})
+        fetched = await client.call_tool("fetch_document", {"document_id": "corpus.jsonl/acme-1-True"})
         missing = await client.call_tool("fetch_document", {"document_id": "nope"})
-        read = await client.read_resource(f"kb://{kb.name}/documents/acme-2-False")
+        read = await client.read_resource(f"kb://{kb.name}/documents/corpus.jsonl%2Facme-2-False")
         prompt = await client.get_prompt("answer_with_sources", {"question": "battery storage", "top_k": "2"})
         chunked = await client.call_tool(
             "chunk_document", {"text": "One. Two. Three.", "chunker": "sentence", "size": 5}
@@ -326,6 +328,63 @@ async def test_tenant_scope_picks_the_tenants_own_knowledge_base(kb: KnowledgeBa
         )
     finally:
         await own.aclose()
-    assert [h["document_id"] for h in mine.structured_content["results"]] == ["own-1"]
-    assert mine.structured_content["results"][0]["source"]["uri"] == "kb://own/documents/own-1"
+    assert [h["document_id"] for h in mine.structured_content["results"]] == ["own.jsonl/own-1"]
+    assert mine.structured_content["results"][0]["source"]["uri"] == "kb://own/documents/own.jsonl%2Fown-1"
     assert {h["metadata"]["tenant"] for h in theirs.structured_content["results"]} == {"acme"}
+
+
+@pytest.fixture
+def no_reranker_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Model caches that hold nothing, and no rerank endpoint configured: what a fresh machine has."""
+    for var in ("RERANK_BASE_URL", "RERANK_API_KEY", "HF_HOME", "HF_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TOOLKERNEL_MODELS", str(tmp_path / "models"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "models"
+
+
+async def test_search_schema_offers_only_rerankers_and_operators_that_work(
+    built: Path, tmp_path: Path, no_reranker_models: Path
+) -> None:
+    import shutil
+
+    from toolkernel_rag.rerankers import plugin as rerankers
+
+    from .test_rag_rerank_cross_encoder import write_model
+
+    shutil.copytree(built, tmp_path / "kb")
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel(rerankers)) as kb:
+        async with connect_in_memory(kb_server(kb)) as client:
+            [search] = [t for t in (await client.list_tools()).tools if t.name == "search"]
+            schema = search.input_schema
+            offered = next(o for o in schema["properties"]["rerank"]["anyOf"] if "enum" in o)["enum"]
+            # No cross-encoder without its model files, no http without an endpoint.
+            assert offered == ["weighted"]
+            assert "$regex" not in json.dumps(schema)  # Qdrant has no $regex: not even in an example
+            refused = await client.call_tool("search", {"query": "solar", "rerank": "cross-encoder"})
+        assert refused.is_error
+        assert "rerank" in refused.content[0].text
+        assert "ValidationError" not in refused.content[0].text
+
+        # As the server's default it is a clear error naming what is missing, not a pydantic dump.
+        for name, missing in (
+            ("http", "model: Field required"),
+            ("cross-encoder", "is not in a model cache"),
+        ):
+            result = await _search(kb, {"query": "solar", "rerank": True}, KBServerOptions(reranker=name))
+            assert result.is_error
+            text = result.content[0].text
+            assert f"reranker {name!r} cannot be used here" in text, text
+            assert missing in text, text
+            assert "validation error" not in text.lower(), text
+            assert "\n" not in text, text
+
+        # Once its model is in the cache, the cross-encoder is offered (and works).
+        write_model(no_reranker_models / "cross-encoder" / "ms-marco-MiniLM-L-6-v2")
+        async with connect_in_memory(kb_server(kb)) as client:
+            [search] = [t for t in (await client.list_tools()).tools if t.name == "search"]
+            offered = next(o for o in search.input_schema["properties"]["rerank"]["anyOf"] if "enum" in o)
+            assert offered["enum"] == ["weighted", "cross-encoder"]
+            reranked = await client.call_tool("search", {"query": "solar panels", "rerank": "cross-encoder"})
+        assert not reranked.is_error, reranked.content

@@ -35,11 +35,13 @@ from toolkernel.errors import ConfigError
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
+from toolkernel_http._replicas import Replicas
 from toolkernel_http._responses import screen, send_error, send_refusal, send_too_large
 from toolkernel_http._sessions import SessionTable
 
 if TYPE_CHECKING:
     from toolkernel.server import MCPServer
+    from toolkernel.shared_state import SharedState
     from toolkernel.transports import ServingApp
 
 logger = logging.getLogger("toolkernel.http")
@@ -54,6 +56,8 @@ class MCPHTTPApp(Starlette):
     session_manager: StreamableHTTPSessionManager
     sessions: SessionTable | None
     options: HTTPServerOptions
+    shared_state: SharedState | None
+    serving: ServingApp | None
 
     def end_streams(self) -> None:
         """End open GET streams now, so a stopping server need not wait out their clients.
@@ -68,6 +72,11 @@ class MCPHTTPApp(Starlette):
     async def lifespan(self, _parent: Any = None) -> AsyncIterator[None]:
         """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting."""
         async with contextlib.AsyncExitStack() as stack:
+            if self.shared_state is not None:
+                await stack.enter_async_context(self.shared_state.run())
+                worker = getattr(self.serving, "task_worker", None)
+                if self.shared_state.queue is not None and worker is not None:
+                    await stack.enter_async_context(worker(self.shared_state.queue))
             await stack.enter_async_context(self.session_manager.run())
             if self.sessions is not None:
                 await stack.enter_async_context(self.sessions.run())
@@ -106,6 +115,9 @@ def asgi_app(
     if overrides:
         opts = HTTPServerOptions.model_validate({**dict(opts), **overrides})
     check_exposure(opts, host, authenticated=authenticated or opts.auth is not None)
+    shared: SharedState | None = None
+    if opts.shared_state is not None:
+        server, shared = _share(server, opts.shared_state)
     protocol_server, serving = _resolve(server)
     if opts.stateless and hasattr(protocol_server, "notification_options"):
         # No session, no GET stream: list-changed notifications could never reach a client.
@@ -124,9 +136,21 @@ def asgi_app(
     if not opts.stateless:
         event_store: EventStore | None = None
         if opts.resumable and not opts.json_response:  # a JSON body can never be resumed
+            shared_events = (
+                shared.event_store(
+                    max_events=10_000,
+                    max_bytes=opts.event_retention_bytes,
+                    max_session_bytes=opts.session_event_bytes,
+                    max_age_s=opts.event_retention_s,
+                )
+                if shared is not None and opts.event_store is None
+                else None
+            )
             event_store = (
                 opts.event_store
                 if opts.event_store is not None
+                else shared_events
+                if shared_events is not None
                 else InMemoryEventStore(
                     max_bytes=opts.event_retention_bytes,
                     max_session_bytes=opts.session_event_bytes,
@@ -145,6 +169,7 @@ def asgi_app(
             unused_timeout=opts.unused_session_timeout,
             max_streams_per_session=opts.max_streams_per_session,
             lifespan_state=lambda: manager._lifespan_state,
+            replicas=Replicas(shared) if shared is not None and shared.shared else None,
         )
 
     app = MCPHTTPApp()
@@ -168,6 +193,8 @@ def asgi_app(
     app.session_manager = manager
     app.sessions = sessions
     app.options = opts
+    app.shared_state = shared
+    app.serving = serving
     app.state.started = False
     app.router.lifespan_context = app.lifespan
     hosts, origins = _allowed(opts, host)
@@ -193,6 +220,28 @@ def _auth_layer(auth: Any, serving: ServingApp | None) -> Any:
 
         raise ConfigError("auth by provider name needs a toolkernel MCPServer (its kernel has the providers)")
     return ResourceServer.from_kernel(serving.kernel, auth)
+
+
+def _share(target: Any, url: str) -> tuple[ServingApp, SharedState]:
+    """``target`` as a serving app whose notification bus and tasks are on the store at ``url``.
+
+    Runs before the SDK server is built: its ``subscriptions/listen`` handler takes the
+    bus it finds then.
+    """
+    from toolkernel.server import MCPServer
+    from toolkernel.shared_state import BroadcastSubscriptionBus
+
+    app = target.kernel.serving_app(target) if isinstance(target, MCPServer) else target
+    server = getattr(app, "server", None)
+    if not isinstance(server, MCPServer) or not hasattr(app, "tasks"):
+        raise ConfigError("shared_state needs a toolkernel MCPServer (its kernel has the backends)")
+    if "protocol_server" in vars(app):
+        raise ConfigError("shared_state must be set before the server's protocol handlers are built")
+    state = server.kernel.shared_state(url)
+    if state.shared:
+        server.subscription_bus = BroadcastSubscriptionBus(state.broadcast)
+        app.tasks.share(state.tasks, state.broadcast, state.queue)
+    return app, state
 
 
 def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:

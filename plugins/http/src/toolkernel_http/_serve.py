@@ -49,7 +49,9 @@ class HTTPServerTransport:
         opts = self.http_options
         config = uvicorn.Config(
             asgi,
-            http=guarded_protocol(opts.header_timeout_s, opts.max_connections),
+            http=guarded_protocol(
+                opts.header_timeout_s, opts.max_connections, opts.max_header_bytes, opts.max_headers
+            ),
             log_level=self.http_options.log_level,
             lifespan="on",
             timeout_graceful_shutdown=int(self.http_options.shutdown_grace_s),

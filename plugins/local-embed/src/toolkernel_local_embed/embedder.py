@@ -50,13 +50,12 @@ class LocalEmbedder:
         encoder = await self._loaded()
         # Texts of similar length share a batch, so little time goes into padding; order is restored below.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        size = self._options.batch_size
-        total_batches = -(-len(texts) // size)
+        batches = self._batches(order, texts)
+        total_batches = len(batches)
         started = time.perf_counter()
         vectors: list[list[float]] = [[] for _ in texts]
         done = 0
-        for number, first in enumerate(range(0, len(texts), size), start=1):
-            indices = order[first : first + size]
+        for number, indices in enumerate(batches, start=1):
             array = await anyio.to_thread.run_sync(encoder.encode, [texts[i] for i in indices])
             for i, vector in zip(indices, array.tolist(), strict=True):
                 vectors[i] = vector
@@ -76,6 +75,22 @@ class LocalEmbedder:
                     texts_per_s=round(done / elapsed, 1) if elapsed else None,
                 )
         return vectors
+
+    def _batches(self, order: list[int], texts: list[str]) -> list[list[int]]:
+        """``order`` (shortest text first) cut into model calls of at most ``batch_size`` texts and
+        ``batch_tokens`` tokens, a call's texts each counted as long as its longest (padding)."""
+        size, budget, cap = self._options.batch_size, self._options.batch_tokens, self._options.max_tokens
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            tokens = min(cap, -(-len(texts[i]) // 3))
+            if current and (len(current) == size or (len(current) + 1) * tokens > budget):
+                batches.append(current)
+                current = []
+            current.append(i)
+        if current:
+            batches.append(current)
+        return batches
 
     async def _loaded(self) -> Encoder:
         """The model, loaded once in a worker thread the first time it is needed."""

@@ -1,5 +1,12 @@
 """The catalog: one SQLite file that says which documents a knowledge base holds, and their chunks.
 
+A document's id is ``<source key>/<path in the source>`` (a single-file source: the key alone),
+so equal paths under two sources never meet. A source's key is given once, when the source is
+first ingested: the last component of its absolute path, with ``-2``, ``-3``… when another
+location holds that name already; the ``sources`` table keeps ``key -> location``. A catalog
+written before ids were qualified has no ``settings.document_ids`` and is migrated by
+:mod:`toolkernel_rag.migration`.
+
 It is the source of truth for ingestion. A document row carries the content hash it was
 last indexed with and a state: ``pending`` while its chunks are being written to the vector
 store, ``done`` once they all are. A run killed midway leaves ``pending`` rows (or none), so
@@ -20,10 +27,10 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -69,7 +76,11 @@ CREATE TABLE IF NOT EXISTS extension_state (
     PRIMARY KEY (extension, document_id)
 );
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sources (key TEXT PRIMARY KEY, location TEXT NOT NULL UNIQUE);
 """
+
+QUALIFIED_IDS = "qualified"
+"""``settings.document_ids`` of a catalog whose document ids start with their source's key."""
 
 
 _DONE = " AND document_id IN (SELECT id FROM documents WHERE state = 'done')"
@@ -96,6 +107,15 @@ class StoredChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceRow:
+    """A source the knowledge base was fed from: its key (the first part of its documents' ids) and path."""
+
+    key: str
+    location: str
+    documents: int
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentRow:
     """A document's row, without its text."""
 
@@ -105,6 +125,16 @@ class DocumentRow:
     state: str
     metadata: dict[str, Any]
     chunk_count: int
+
+
+def source_key_for(location: str, taken: Collection[str]) -> str:
+    """A new source's key: the last component of ``location``, then ``-2``, ``-3``… until not ``taken``."""
+    base = PurePosixPath(location.replace("\\", "/")).name or "root"
+    key, n = base, 1
+    while key in taken:
+        n += 1
+        key = f"{base}-{n}"
+    return key
 
 
 def _blob(vector: Sequence[float] | None) -> bytes | None:
@@ -182,6 +212,9 @@ class Catalog:
                 "metadata=excluded.metadata, text=excluded.text, terms=excluded.terms",
                 [(i, s, h, json.dumps(m, ensure_ascii=False), t, terms) for i, s, h, m, t, terms in docs],
             )
+            self._db.execute(
+                "INSERT OR IGNORE INTO settings (key, value) VALUES ('document_ids', ?)", (QUALIFIED_IDS,)
+            )
 
     def commit_documents(self, document_ids: Sequence[str], chunks: Sequence[StoredChunk]) -> None:
         """Replace the chunks of ``document_ids`` with ``chunks`` and mark them done (one transaction)."""
@@ -240,15 +273,31 @@ class Catalog:
             return None
         return DocumentRow(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5]), row[6]
 
-    def documents(self, limit: int | None = None, after: str | None = None) -> list[DocumentRow]:
-        """Done documents ordered by id, ``limit`` at a time after id ``after``."""
+    def documents(
+        self, limit: int | None = None, after: str | None = None, source: str | None = None
+    ) -> list[DocumentRow]:
+        """Done documents ordered by id, ``limit`` at a time after id ``after``; only ``source``'s if given.
+
+        ``source`` is a location, as :meth:`source_location` returns it.
+        """
+        where = "state = 'done' AND id > ?" + (" AND source = ?" if source is not None else "")
+        params: list[Any] = [after or ""] + ([source] if source is not None else [])
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, source, hash, state, metadata, chunk_count FROM documents "
-                "WHERE state = 'done' AND id > ? ORDER BY id LIMIT ?",
-                (after or "", -1 if limit is None else limit),
+                f"SELECT id, source, hash, state, metadata, chunk_count FROM documents "
+                f"WHERE {where} ORDER BY id LIMIT ?",
+                (*params, -1 if limit is None else limit),
             )
             return [DocumentRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]) for r in rows]
+
+    def missing(self, document_ids: Sequence[str]) -> list[str]:
+        """Those of ``document_ids`` the catalog does not hold (in the order given)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT value FROM json_each(?) WHERE value NOT IN (SELECT id FROM documents)",
+                (json.dumps(list(document_ids)),),
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def counts(self) -> tuple[int, int, int]:
         """``(done documents, pending documents, chunks)``."""
@@ -258,6 +307,136 @@ class Catalog:
             ).fetchone()
             (chunks,) = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()
         return int(done), int(pending), int(chunks)
+
+    # -- sources -----------------------------------------------------------------------
+
+    def source_key(self, location: str) -> str:
+        """The key of the source at ``location`` (an absolute path), given now if it has none.
+
+        The key is the location's last component, made unique with ``-2``, ``-3``…
+        """
+        with self._lock, self._transaction():
+            row = self._db.execute("SELECT key FROM sources WHERE location = ?", (location,)).fetchone()
+            if row is not None:
+                return str(row[0])
+            taken = {r[0] for r in self._db.execute("SELECT key FROM sources")}
+            key = source_key_for(location, taken)
+            self._db.execute("INSERT INTO sources (key, location) VALUES (?, ?)", (key, location))
+            return key
+
+    def source_location(self, key_or_location: str) -> str | None:
+        """The location of the source with this key or location, or ``None`` when there is none."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT location FROM sources WHERE key = ? OR location = ?",
+                (key_or_location, key_or_location),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def sources(self) -> list[SourceRow]:
+        """Every source, by key, with how many documents it holds."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.key, s.location, (SELECT COUNT(*) FROM documents d WHERE d.source = s.location) "
+                "FROM sources s ORDER BY s.key"
+            ).fetchall()
+        return [SourceRow(r[0], r[1], int(r[2])) for r in rows]
+
+    def locations_of(self, document_ids: Sequence[str]) -> set[str]:
+        """The locations of the sources these documents came from."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT source FROM documents WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(document_ids)),),
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def forget_source(self, location: str) -> None:
+        """Drop a source's key once none of its documents is left (its key may then go to another)."""
+        with self._lock, self._transaction():
+            self._db.execute(
+                "DELETE FROM sources WHERE location = ? AND NOT EXISTS "
+                "(SELECT 1 FROM documents WHERE source = ?)",
+                (location, location),
+            )
+
+    # -- document id migration ------------------------------------------------------------
+
+    def needs_id_migration(self) -> bool:
+        """Whether the documents still carry the ids of an older catalog (relative to their source)."""
+        if self._setting("document_ids") == QUALIFIED_IDS:
+            return False
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+
+    def legacy_documents(self) -> list[tuple[str, str]]:
+        """``(id, source location)`` of every document, for the id migration."""
+        with self._lock:
+            return [(r[0], r[1]) for r in self._db.execute("SELECT id, source FROM documents ORDER BY id")]
+
+    def qualify_ids(self, sources: Mapping[str, str], renames: Sequence[tuple[str, str]]) -> None:
+        """Give sources their keys (``location -> key``) and documents their new ids ``(old, new)``.
+
+        One transaction: the documents, their chunks (ids, ``document_id`` and metadata) and
+        the flag that the vector store must be rebuilt from the catalog. Extensions keep the
+        old ids until the next catch-up, which sends them as deleted and the new ones as added.
+        """
+        with self._lock, self._transaction():
+            self._db.executemany(
+                "INSERT OR IGNORE INTO sources (key, location) VALUES (?, ?)",
+                [(k, loc) for loc, k in sources.items()],
+            )
+            self._db.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS renames (old TEXT PRIMARY KEY, new TEXT NOT NULL)"
+            )
+            self._db.execute("DELETE FROM renames")
+            self._db.executemany("INSERT INTO renames (old, new) VALUES (?, ?)", renames)
+            # Through a prefix no id holds, so an old id equal to another's new id never collides.
+            self._db.execute("UPDATE renames SET new = char(1) || new")
+            for _ in range(2):
+                self._db.execute(
+                    "UPDATE documents SET id = (SELECT new FROM renames WHERE old = documents.id) "
+                    "WHERE id IN (SELECT old FROM renames)"
+                )
+                self._db.execute(
+                    "UPDATE chunks SET "
+                    "id = (SELECT new FROM renames WHERE old = chunks.document_id) || '#' || seq, "
+                    "metadata = json_set(metadata, '$.document_id', "
+                    "(SELECT new FROM renames WHERE old = chunks.document_id)), "
+                    "document_id = (SELECT new FROM renames WHERE old = chunks.document_id) "
+                    "WHERE document_id IN (SELECT old FROM renames)"
+                )
+                self._db.execute("UPDATE renames SET old = new, new = substr(new, 2)")
+            self._db.execute("DROP TABLE renames")
+            self._set_setting("document_ids", QUALIFIED_IDS)
+            self._set_setting("store_stale", "1")
+            self._bump_generation()
+
+    def store_stale(self) -> bool:
+        """Whether the vector store must be rebuilt from the catalog (an id migration did not finish)."""
+        return self._setting("store_stale") == "1"
+
+    def set_store_fresh(self) -> None:
+        with self._lock, self._transaction():
+            self._db.execute("DELETE FROM settings WHERE key = 'store_stale'")
+
+    def chunk_batches(self, size: int) -> Iterator[list[StoredChunk]]:
+        """Every chunk with its vector, ``size`` at a time in a stable order (to rebuild a store)."""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT rowid, id, document_id, seq, start, end, text, metadata, vector, terms "
+                    "FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (last, size),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [
+                StoredChunk(r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]), _unblob(r[8]), r[9])
+                for r in rows
+            ]
 
     # -- chunks ----------------------------------------------------------------------
 
@@ -404,9 +583,20 @@ class Catalog:
     # -- generation (bumped on every change, so derived indexes know they are stale) ------
 
     def generation(self) -> int:
+        value = self._setting("generation")
+        return int(value) if value is not None else 0
+
+    def _setting(self, key: str) -> str | None:
         with self._lock:
-            row = self._db.execute("SELECT value FROM settings WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+            row = self._db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_setting(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO settings (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
 
     def bump_generation(self) -> None:
         """Tell readers that derived data (an extension's state) changed though the documents did not."""

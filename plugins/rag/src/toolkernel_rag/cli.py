@@ -1,4 +1,4 @@
-"""``toolkernel kb``: ingest, serve, list, stats, repair, delete."""
+"""``toolkernel kb``: ingest, serve, list, stats, documents, show, remove, migrate, repair, delete."""
 
 from __future__ import annotations
 
@@ -62,6 +62,34 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     )
     _kb_argument(stats)
 
+    documents = actions.add_parser("documents", help="List a knowledge base's documents, a page at a time.")
+    _kb_argument(documents)
+    documents.add_argument("--source", help="only this source's documents (its key or its path)")
+    documents.add_argument("--where", metavar="JSON", help='a metadata filter, e.g. \'{"tags": "setup"}\'')
+    documents.add_argument("--limit", type=int, default=100, help="documents per page (default 100)")
+    documents.add_argument("--after", metavar="ID", help="start after this document id (the last of a page)")
+    documents.add_argument(
+        "--json", action="store_true", help="one JSON object with the page and the next cursor"
+    )
+
+    show = actions.add_parser("show", help="One document: metadata, source, hash, chunk count and text.")
+    show.add_argument("document", metavar="DOC", help="a document id (see 'kb documents')")
+    _kb_argument(show)
+    show.add_argument("--chunks", action="store_true", help="its chunks instead of its text")
+    show.add_argument("--json", action="store_true", help="as one JSON object")
+
+    remove = actions.add_parser("remove", help="Remove documents (by id, or every one of a source).")
+    remove.add_argument("documents", metavar="DOC", nargs="*", help="document ids")
+    _kb_argument(remove)
+    remove.add_argument("--source", help="remove every document of this source (its key or its path)")
+    remove.add_argument("--yes", action="store_true", help="do not ask before removing every document")
+    _wait_argument(remove)
+
+    migrate = actions.add_parser(
+        "migrate", help="Bring a knowledge base written by an older toolkernel-rag up to date."
+    )
+    _kb_argument(migrate)
+    _wait_argument(migrate)
     repair = actions.add_parser(
         "repair", help="Rebuild the vector store, BM25 index and extensions' state from the catalog."
     )
@@ -118,6 +146,14 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
         return _list(args, kernel)
     if action == "stats":
         return _stats(args, kernel)
+    if action == "documents":
+        return _documents(args, kernel)
+    if action == "show":
+        return _show(args, kernel)
+    if action == "remove":
+        return _remove(args, kernel)
+    if action == "migrate":
+        return _migrate(args, kernel)
     if action == "repair":
         return _repair(args, kernel)
     return _delete(args, kernel)
@@ -372,18 +408,127 @@ def _delete(args: argparse.Namespace, kernel: Kernel) -> int:
 
 
 def _confirmed(args: argparse.Namespace, question: str) -> bool:
-    """``--yes``, or a yes typed on the terminal; no terminal is an error, not a silent no."""
-    from toolkernel_rag.layout import KBError
-
-    if args.yes:
-        return True
-    if not sys.stdin.isatty():
-        raise KBError(f"kb delete --kb {args.kb}: no terminal to confirm on; pass --yes to delete")
-    try:
-        answer = input(f"{question} [y/N] ")
-    except EOFError:
-        answer = ""
-    if answer.strip().lower() in ("y", "yes"):
+    """``--yes``, or a yes typed on the terminal (no terminal: refused in one line)."""
+    if args.yes or _confirm(question, "kb delete"):
         return True
     print("not deleted", file=sys.stderr)
     return False
+
+
+def _confirm(question: str, command: str) -> bool:
+    """Ask on the terminal; with no terminal to ask on, refuse in one line (``--yes`` says it)."""
+    from toolkernel.errors import ConfigError
+
+    if not sys.stdin.isatty():
+        raise ConfigError(f"{command}: no terminal to confirm on ({question[:-1]}); pass --yes to go ahead")
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _document_entry(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "source": row.source,
+        "hash": row.hash,
+        "chunks": row.chunk_count,
+        "metadata": row.metadata,
+    }
+
+
+async def _documents(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel.errors import ConfigError
+    from toolkernel_rag.kb import KnowledgeBase
+
+    if args.limit < 1:
+        raise ConfigError(f"kb documents: --limit must be at least 1, got {args.limit}")
+    where = _json_option(args.where, "--where")
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
+        # One more than asked says whether another page follows.
+        rows = kb.documents(args.limit + 1, args.after, source=args.source, where=where)
+    page, more = rows[: args.limit], len(rows) > args.limit
+    following = page[-1].id if more else None
+    if args.json:
+        print(
+            json.dumps(
+                {"documents": [_document_entry(r) for r in page], "next": following}, ensure_ascii=False
+            )
+        )
+        return 0
+    for row in page:
+        print(f"{row.id}\t{row.chunk_count}\t{row.metadata.get('title', '')}")
+    if following is not None:
+        print(f"more: --after {following!r}", file=sys.stderr)
+    return 0
+
+
+async def _show(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.kb import KnowledgeBase
+    from toolkernel_rag.layout import KBError
+
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
+        found = kb.document(args.document)
+        if found is None:
+            raise KBError(
+                f"knowledge base {kb.name!r} has no document {args.document!r} "
+                f"(list them with 'toolkernel kb documents --kb {args.kb}')"
+            )
+        row, text = found
+        chunks = kb.document_chunks(row.id) if args.chunks else []
+    entry: dict[str, Any] = {**_document_entry(row), "state": row.state}
+    if args.chunks:
+        entry["chunk_list"] = [
+            {"id": c.id, "start": c.start, "end": c.end, "text": c.text, "metadata": c.metadata}
+            for c in chunks
+        ]
+    else:
+        entry["text"] = text
+    if args.json:
+        print(json.dumps(entry, ensure_ascii=False))
+        return 0
+    print(f"id: {row.id}\nsource: {row.source}\nhash: {row.hash}\nchunks: {row.chunk_count}")
+    print(f"metadata: {json.dumps(row.metadata, ensure_ascii=False)}\n")
+    if args.chunks:
+        for c in chunks:
+            print(f"--- {c.id} [{c.start}:{c.end}]\n{c.text}")
+    else:
+        print(text)
+    return 0
+
+
+async def _remove(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel.errors import ConfigError
+    from toolkernel_rag.kb import KnowledgeBase
+
+    if bool(args.documents) == bool(args.source):
+        raise ConfigError("kb remove: give document ids or --source SOURCE (one of the two)")
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, writable=True, wait=args.wait, home=args.home
+    ) as kb:
+        if args.source:
+            ids = [row.id for row in kb.documents(source=args.source)]
+        else:
+            ids = list(dict.fromkeys(args.documents))
+            kb.require_documents(ids)  # an unknown id: one line, before anything is asked or removed
+        done, _, _ = kb.catalog.counts()
+        if ids and len(ids) >= done and not args.yes:
+            question = f"remove all {len(ids)} documents of the knowledge base {kb.name!r}?"
+            if not _confirm(question, "kb remove"):
+                print("nothing removed", file=sys.stderr)
+                return 1
+        removed = await kb.remove(ids)
+    print(json.dumps({"kb": str(kb.location), "removed": removed}))
+    return 0
+
+
+async def _migrate(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.kb import KnowledgeBase
+
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, writable=True, wait=args.wait, home=args.home
+    ) as kb:
+        documents, _, _ = kb.catalog.counts()
+    print(json.dumps({"kb": str(kb.location), "migrated": kb.migrated, "documents": documents}))
+    return 0

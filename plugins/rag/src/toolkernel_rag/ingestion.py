@@ -80,11 +80,15 @@ async def ingest(
     with _tracer.start_as_current_span("kb.ingest") as span:
         for source in sources:
             reader = SourceReader(source, kb.kernel.readers)
-            known = kb.catalog.hashes(reader.key)
+            known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
             pending: list[Document] = []
             pending_chunks = 0
+            key: str | None = None
             for document in reader.documents():
+                if key is None:  # given on the first document, so a missing source gets none
+                    key = kb.catalog.source_key(reader.location)
+                document.id = reader.qualified_id(key, document)
                 if document.id in seen:
                     report.problems.append(
                         SourceProblem(f"{source}: {document.id}", "repeats a document id; the first was kept")
@@ -110,6 +114,7 @@ async def ingest(
             if gone and not _source_missing(reader):
                 await _delete(kb, gone)
                 report.deleted += len(gone)
+                kb.catalog.forget_source(reader.location)
             if progress is not None:
                 progress(report)
         if await catch_up_extensions(kb):
@@ -191,6 +196,26 @@ async def _write(
 def store_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     """Metadata as every store accepts it: lists of scalars only (the header path stays a list)."""
     return {k: v for k, v in meta.items() if not (isinstance(v, list) and not v)}
+
+
+async def remove_documents(kb: KnowledgeBase, document_ids: Sequence[str]) -> int:
+    """Remove documents from the store, the catalog, the BM25 index and every open extension.
+
+    ``kb`` must be open writable (it holds the writer lock).
+
+    :raises KBError: an id the knowledge base does not hold (nothing is removed then).
+    """
+    kb.require_writable("remove")
+    ids = list(dict.fromkeys(document_ids))
+    kb.require_documents(ids)
+    locations = kb.catalog.locations_of(ids)
+    await _delete(kb, ids)
+    for location in locations:
+        kb.catalog.forget_source(location)
+    if await catch_up_extensions(kb):
+        kb.catalog.bump_generation()  # readers reload the extensions' state they follow
+    kb.sparse.refresh(kb.catalog)
+    return len(ids)
 
 
 async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:

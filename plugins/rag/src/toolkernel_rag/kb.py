@@ -31,7 +31,7 @@ from opentelemetry import trace
 from toolkernel.filters import ALL_OPERATORS, coerce_filter, matches, require_supported
 from toolkernel.knowledge import ChunkRecord, ExtensionState, KBExtension, RetrievalRequest, ScoredChunk
 from toolkernel_rag.backend import CatalogBackend, SparseBackend
-from toolkernel_rag.catalog import Catalog, DocumentRow, StoredChunk
+from toolkernel_rag.catalog import Catalog, DocumentRow, SourceRow, StoredChunk
 from toolkernel_rag.layout import (
     CATALOG,
     EXTENSIONS_DIR,
@@ -79,6 +79,9 @@ The passage shown for a document is the best chunk of one ranking; the other ran
 matched another chunk. On SciFact (250-token chunks) the weighted reranker scored 2.3 nDCG
 points under hybrid reading passages and 0.4 under it reading whole abstracts.
 """
+
+DOCUMENT_SCAN = 500
+"""Catalog rows read at a time when documents are listed under a metadata filter."""
 
 _tracer = trace.get_tracer("toolkernel_rag")
 
@@ -136,6 +139,8 @@ class KnowledgeBase:
         self._extensions_generation = -1
         self._follower: Follower | None = None
         self._operators: frozenset[str] = ALL_OPERATORS
+        self.migrated = False
+        """Whether opening this knowledge base (writable) migrated it from an older layout."""
 
     @property
     def directory(self) -> Path:
@@ -203,6 +208,10 @@ class KnowledgeBase:
 
         ``repair`` (writable only) discards an embedded store's files instead of checking them,
         for :func:`toolkernel_rag.repair.repair` to rebuild.
+
+        A knowledge base written by an older toolkernel-rag (document ids not qualified by
+        their source) is migrated when opened writable, and refused read-only with the
+        command that migrates it.
         """
         if kernel is None:
             from toolkernel._kernel import Kernel
@@ -228,6 +237,7 @@ class KnowledgeBase:
             _check_agrees(str(directory), manifest, embedder, store, chunker)
             kb = cls(directory, manifest, kernel, extensions=extensions, writable=False)
             try:
+                await kb._up_to_date(str(name_or_path))
                 await kb._open_reader()
             except BaseException:
                 await kb.aclose()
@@ -351,6 +361,7 @@ class KnowledgeBase:
             await kb._open_writer_parts(repair)
             if recorded is None:
                 write_manifest(directory, manifest)
+            await kb._up_to_date(str(name_or_path))
             return kb
         except BaseException:
             if kb is not None:
@@ -405,6 +416,20 @@ class KnowledgeBase:
         self._extensions_generation = view.generation
         for extension in old.values():
             await extension.aclose()
+
+    async def _up_to_date(self, asked_as: str) -> None:
+        """A writer migrates a knowledge base written by an older toolkernel-rag; a reader refuses it."""
+        if not (self.catalog.needs_id_migration() or self.catalog.store_stale()):
+            return
+        if not self.writable:
+            raise KBError(
+                f"knowledge base {str(self.directory)!r} was written by an older toolkernel-rag "
+                f"(document ids not qualified by their source): migrate it once: "
+                f"'toolkernel kb migrate --kb {asked_as}'"
+            )
+        from toolkernel_rag.migration import bring_up_to_date
+
+        self.migrated = await bring_up_to_date(self)
 
     async def __aenter__(self) -> KnowledgeBase:
         return self
@@ -504,9 +529,39 @@ class KnowledgeBase:
         return self._chunkers[key]
 
     def reranker(self, name: str) -> Reranker:
+        """The reranker ``name``, made once; one that cannot work here is a :class:`KBError` saying why.
+
+        A reranker may have a ``check()`` method that raises when it cannot work in this
+        deployment (the cross-encoder without its model files); it is called before first use.
+        """
         if name not in self._rerankers:
-            self._rerankers[name] = self.kernel.reranker(name)
+            from pydantic import ValidationError
+
+            try:
+                made = self.kernel.reranker(name)
+                check = getattr(made, "check", None)
+                if callable(check):
+                    check()
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors()
+                )
+                raise KBError(f"reranker {name!r} cannot be used here: {problems}") from None
+            except (ValueError, LookupError, OSError) as exc:
+                raise KBError(f"reranker {name!r} cannot be used here: {exc}") from None
+            self._rerankers[name] = made
         return self._rerankers[name]
+
+    def usable_rerankers(self) -> list[str]:
+        """The registered rerankers that can work in this deployment (made and checked without error)."""
+        usable = []
+        for name in self.kernel.rerankers:
+            try:
+                self.reranker(name)
+            except KBError:
+                continue
+            usable.append(name)
+        return usable
 
     @property
     def modes(self) -> list[str]:
@@ -519,10 +574,85 @@ class KnowledgeBase:
     # -- reading -------------------------------------------------------------------------
 
     def document(self, document_id: str) -> tuple[DocumentRow, str] | None:
+        """A document's row and its full text, or ``None``."""
         return self.catalog.document(document_id)
 
-    def documents(self, limit: int | None = None, after: str | None = None) -> list[DocumentRow]:
-        return self.catalog.documents(limit, after)
+    def documents(
+        self,
+        limit: int | None = None,
+        after: str | None = None,
+        *,
+        source: str | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[DocumentRow]:
+        """Documents ordered by id, at most ``limit`` after id ``after``.
+
+        ``source``: only that source's (its key, or its path); ``where``: only those whose
+        metadata match a filter of the kernel's filter language (tested document by
+        document, so a selective filter on a large knowledge base reads the whole catalog).
+
+        :raises KBError: an unknown source.
+        """
+        location = None if source is None else self.source_location(source)
+        parsed = coerce_filter(where)
+        if parsed is None:
+            return self.catalog.documents(limit, after, location)
+        found: list[DocumentRow] = []
+        cursor = after
+        while limit is None or len(found) < limit:
+            page = self.catalog.documents(DOCUMENT_SCAN, cursor, location)
+            found.extend(row for row in page if matches(parsed, row.metadata))
+            if len(page) < DOCUMENT_SCAN:
+                break
+            cursor = page[-1].id
+        return found if limit is None else found[:limit]
+
+    def document_chunks(self, document_id: str) -> list[StoredChunk]:
+        """A document's chunks, in order, with their vectors."""
+        return self.catalog.document_chunks([document_id])
+
+    def sources(self) -> list[SourceRow]:
+        """The sources documents came from: key, location, and how many documents each holds."""
+        return self.catalog.sources()
+
+    def source_location(self, source: str) -> str:
+        """The location of a source named by its key or its path (relative to the working directory).
+
+        :raises KBError: the knowledge base has no such source.
+        """
+        location = self.catalog.source_location(source)
+        if location is None:
+            location = self.catalog.source_location(str(Path(source).expanduser().resolve()))
+        if location is None:
+            known = ", ".join(s.key for s in self.catalog.sources()) or "none"
+            raise KBError(f"knowledge base {self.name!r} has no source {source!r} (its sources: {known})")
+        return location
+
+    def require_documents(self, document_ids: Sequence[str]) -> None:
+        """:raises KBError: naming the ids of ``document_ids`` the knowledge base does not hold."""
+        unknown = self.catalog.missing(document_ids)
+        if unknown:
+            shown = ", ".join(repr(d) for d in unknown[:5]) + (
+                f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            )
+            raise KBError(
+                f"knowledge base {self.name!r} has no document {shown} "
+                f"(list them with 'toolkernel kb documents --kb {self.name}')"
+            )
+
+    async def remove(self, document_ids: Sequence[str]) -> int:
+        """Remove documents by id from the catalog, the store, the BM25 index and every extension.
+
+        :raises KBError: an id the knowledge base does not hold (then nothing is removed).
+        """
+        from toolkernel_rag.ingestion import remove_documents
+
+        return await remove_documents(self, document_ids)
+
+    async def remove_source(self, source: str) -> int:
+        """Remove every document of a source (its key or its path); returns how many."""
+        location = self.source_location(source)
+        return await self.remove([row.id for row in self.catalog.documents(source=location)])
 
     @property
     def query_embedder(self) -> Embedder:

@@ -20,7 +20,7 @@ from toolkernel.context import ToolContext
 from toolkernel.filters import FilterLimits, check_filter_limits
 from toolkernel.knowledge import RetrievedChunk, ServedSearch
 from toolkernel.prompts import Prompt, PromptArgument
-from toolkernel.resources import Resource, ResourceTemplate
+from toolkernel.resources import Resource, ResourcePage, ResourceTemplate
 from toolkernel.tools import Tool, ToolResult, create_tool, text_block
 from toolkernel_rag.kb import Hit, KnowledgeBase
 from toolkernel_rag.layout import KBError
@@ -64,8 +64,8 @@ class KBServerOptions:
     :param rerank_by_default: rerank when the model does not say.
     :param meta_overrides: settings a request may override through ``_meta["toolkernel/context"]``
         (a subset of :data:`OVERRIDABLE`); others are ignored.
-    :param listed_documents: how many documents ``resources/list`` shows (all are readable
-        through the template).
+    :param listed_documents: the most documents one ``resources/list`` page shows; the
+        client follows ``nextCursor`` for the rest.
     :param max_query_chars: the longest query a search takes; a longer one is refused before
         any work (``[plugins.rag] max_query_chars``).
     :param filter_limits: bounds on the model's filter, checked before it is parsed
@@ -165,7 +165,7 @@ def kb_tools(kb: KnowledgeBase, options: KBServerOptions) -> list[Tool]:
 
 
 def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
-    rerankers = list(kb.kernel.rerankers)
+    rerankers = kb.usable_rerankers()  # only those that will work: a model never sees the others
     schema = search_input_schema(
         supported_operators=kb.supported_filter_operators,
         modes=kb.modes,
@@ -393,7 +393,12 @@ def _chunk_tool(kb: KnowledgeBase) -> Tool:
 
 
 def document_resources(kb: KnowledgeBase, options: KBServerOptions) -> list[Resource | ResourceTemplate]:
-    """The first ``listed_documents`` documents as resources, and a template that reads any of them."""
+    """A template that reads any document by id and lists them all, a page at a time.
+
+    ``resources/list`` pages through the catalog by document id (the cursor is the last id
+    of a page), so every document is listed however many there are, and documents a live
+    server's knowledge base gains or loses show in the next listing.
+    """
 
     def reader(document_id: str) -> Callable[[], str]:
         def read() -> str:
@@ -404,29 +409,35 @@ def document_resources(kb: KnowledgeBase, options: KBServerOptions) -> list[Reso
 
         return read
 
-    listed: list[Resource | ResourceTemplate] = [
-        Resource(
-            uri=document_uri(kb, row.id),
-            name=row.id,
-            title=str(row.metadata.get("title", row.id)),
-            mime_type="text/markdown" if row.metadata.get("kind") in ("markdown", "html") else "text/plain",
-            read=reader(row.id),
-        )
-        for row in kb.documents(limit=options.listed_documents)
-    ]
+    def listing(cursor: str | None, limit: int) -> ResourcePage:
+        rows = kb.documents(min(limit, options.listed_documents) + 1, cursor)
+        page = rows[: min(limit, options.listed_documents)]
+        following = page[-1].id if len(rows) > len(page) else None
+        return [
+            Resource(
+                uri=document_uri(kb, row.id),
+                name=row.id,
+                title=str(row.metadata.get("title", row.id)),
+                mime_type="text/markdown"
+                if row.metadata.get("kind") in ("markdown", "html")
+                else "text/plain",
+                read=reader(row.id),
+            )
+            for row in page
+        ], following
 
     def read_template(id: str) -> str:
         return reader(unquote(id))()
 
-    listed.append(
+    return [
         ResourceTemplate(
             uri_template=f"kb://{kb.name}/documents/{{id}}",
             name="document",
             description=f"A document of {kb.name!r} by its (percent-encoded) document id.",
             read=read_template,
+            listing=listing,
         )
-    )
-    return listed
+    ]
 
 
 def answer_prompt(kb: KnowledgeBase, options: KBServerOptions) -> Prompt:

@@ -6,7 +6,8 @@ register the same way: text, markdown, HTML, JSON, JSON Lines corpora, YAML, TOM
 CSV, notebooks, Office files, EPUB, PDF, source code); a file without a suffix goes to the
 reader of ``""`` when its content is text. A file is one document whose id is its path
 relative to the source directory (a single file: its name); a file of records (``.jsonl``)
-gives one document per record with the record's id. A file that cannot be read is
+gives one document per record with the record's id. The knowledge base qualifies these ids
+with the source's key (:func:`qualified_id`), so they are unique across sources. A file that cannot be read is
 reported with a one-line reason and skipped; files of types no reader knows are reported
 as one line per directory walk.
 """
@@ -39,6 +40,8 @@ class Document:
     hash: str = ""
     page_starts: Sequence[int] = ()
     """Where pages 1, 2, ... begin in ``text`` (PDF), for each chunk's ``page`` metadata."""
+    record: bool = False
+    """A record of a file of records: ``id`` is the record's own, not a path."""
 
     def __post_init__(self) -> None:
         if not self.hash:
@@ -75,9 +78,14 @@ class SourceReader:
     problems: list[SourceProblem] = field(default_factory=list)
 
     @property
-    def key(self) -> str:
-        """The source as the catalog records it: its absolute path."""
+    def location(self) -> str:
+        """The source as the catalog records it: its absolute path, whatever the working directory."""
         return str(Path(self.source).expanduser().resolve())
+
+    def qualified_id(self, source_key: str, document: Document) -> str:
+        """``document``'s id in a knowledge base, given this source's key (see :func:`qualified_id`)."""
+        whole = not document.record and Path(self.location).is_file()
+        return qualified_id(source_key, document.id, whole)
 
     def files(self) -> list[tuple[Path, str]]:
         """The files this source holds that some reader reads, with their relative paths.
@@ -85,7 +93,7 @@ class SourceReader:
         Walking first lets ingestion count the work before reading any of it; files of
         types no reader knows are reported here, one line per directory walk.
         """
-        root = Path(self.key)
+        root = Path(self.location)
         if not root.exists():
             self.problems.append(SourceProblem(self.source, "does not exist"))
             return []
@@ -150,10 +158,20 @@ class SourceReader:
     def _document(self, path: Path, relative: str, item: ReadDocument, mtime: float, reader: str) -> Document:
         if item.id is not None:  # a record: its own id, the file's name as its path
             meta = {**item.metadata, "path": path.name}
-            return Document(item.id, item.text, item.kind, meta, self.key)
+            return Document(item.id, item.text, item.kind, meta, self.location, record=True)
         meta = {"path": relative, **item.metadata, "mtime": mtime, "kind": reader}
         meta.setdefault("title", _title(item.text, item.kind) or path.stem)
-        return Document(relative, item.text, item.kind, meta, self.key, page_starts=tuple(item.page_starts))
+        return Document(
+            relative, item.text, item.kind, meta, self.location, page_starts=tuple(item.page_starts)
+        )
+
+
+def qualified_id(source_key: str, relative: str, whole_source: bool) -> str:
+    """A document's id in a knowledge base: ``<source key>/<relative id>``.
+
+    A document that is its whole source (a single file given as the source) is the key alone.
+    """
+    return source_key if whole_source else f"{source_key}/{relative}"
 
 
 def _one_line(text: str, limit: int = 300) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolkernel_rag.catalog import DocumentRow, StoredChunk
+from toolkernel_rag.catalog import DocumentRow, SourceRow, StoredChunk
 from toolkernel_rag.postgres.schema import register_vector
 
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ _LOCK_DOCUMENTS = (
     "SELECT pg_advisory_xact_lock(k) FROM "
     "(SELECT DISTINCT hashtextextended(%s || ':' || d, 0) AS k FROM unnest(%s::text[]) AS d ORDER BY k) AS s"
 )
+
+_LOCK_SOURCES = "SELECT pg_advisory_xact_lock(hashtextextended(%s || ':sources', 0))"
 
 PendingRow = tuple[str, str, str, dict[str, Any], str, str]
 """``(id, source, hash, metadata, text, terms)`` of a document being written."""
@@ -281,17 +283,100 @@ class PgCatalog:
             return None
         return DocumentRow(row[0], row[1], row[2], row[3], row[4], row[5]), row[6]
 
-    def documents(self, limit: int | None = None, after: str | None = None) -> list[DocumentRow]:
-        """Done documents ordered by id, ``limit`` at a time after id ``after``."""
+    def documents(
+        self, limit: int | None = None, after: str | None = None, source: str | None = None
+    ) -> list[DocumentRow]:
+        """Done documents ordered by id (bytewise, as SQLite orders them), ``limit`` at a time
+        after id ``after``; only those of the source at location ``source`` if given."""
         with self.db.connection() as conn:
             rows = conn.execute(
                 self._sql(
                     "SELECT id, source, hash, state, metadata, chunk_count FROM {s}.documents "
-                    'WHERE state = \'done\' AND id COLLATE "C" > %s ORDER BY id COLLATE "C" LIMIT %s'
+                    "WHERE state = 'done' AND id COLLATE \"C\" > %s AND (%s::text IS NULL OR source = %s) "
+                    'ORDER BY id COLLATE "C" LIMIT %s'
                 ),
-                (after or "", limit),
+                (after or "", source, source, limit),
             )
             return [DocumentRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    def missing(self, document_ids: Sequence[str]) -> list[str]:
+        """Those of ``document_ids`` the catalog does not hold (in the order given)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT id FROM {s}.documents WHERE id = ANY(%s)"), (list(document_ids),)
+            ).fetchall()
+        found = {r[0] for r in rows}
+        return [d for d in document_ids if d not in found]
+
+    # -- sources -----------------------------------------------------------------------
+
+    def source_key(self, location: str) -> str:
+        """The key of the source at ``location``, given now if it has none (writers agree on it)."""
+        from toolkernel_rag.catalog import source_key_for
+
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_LOCK_SOURCES, (self.schema,))
+            row = conn.execute(
+                self._sql("SELECT key FROM {s}.sources WHERE location = %s"), (location,)
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+            taken = {r[0] for r in conn.execute(self._sql("SELECT key FROM {s}.sources"))}
+            key = source_key_for(location, taken)
+            conn.execute(
+                self._sql("INSERT INTO {s}.sources (key, location) VALUES (%s, %s)"), (key, location)
+            )
+            return key
+
+    def source_location(self, key_or_location: str) -> str | None:
+        """The location of the source with this key or location, or ``None`` when there is none."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                self._sql("SELECT location FROM {s}.sources WHERE key = %s OR location = %s"),
+                (key_or_location, key_or_location),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def sources(self) -> list[SourceRow]:
+        """Every source, by key, with how many documents it holds."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql(
+                    "SELECT s.key, s.location, "
+                    "(SELECT count(*) FROM {s}.documents d WHERE d.source = s.location) "
+                    'FROM {s}.sources s ORDER BY s.key COLLATE "C"'
+                )
+            ).fetchall()
+        return [SourceRow(r[0], r[1], int(r[2])) for r in rows]
+
+    def locations_of(self, document_ids: Sequence[str]) -> set[str]:
+        """The locations of the sources these documents came from."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT DISTINCT source FROM {s}.documents WHERE id = ANY(%s)"),
+                (list(document_ids),),
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def forget_source(self, location: str) -> None:
+        """Drop a source's key once none of its documents is left."""
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_LOCK_SOURCES, (self.schema,))
+            conn.execute(
+                self._sql(
+                    "DELETE FROM {s}.sources WHERE location = %s AND NOT EXISTS "
+                    "(SELECT 1 FROM {s}.documents WHERE source = %s)"
+                ),
+                (location, location),
+            )
+
+    def needs_id_migration(self) -> bool:
+        """Never: this backend was born with ids qualified by their source."""
+        return False
+
+    def store_stale(self) -> bool:
+        """Never: the vectors are written with their chunks."""
+        return False
 
     def counts(self) -> tuple[int, int, int]:
         """``(done documents, pending documents, chunks)``."""

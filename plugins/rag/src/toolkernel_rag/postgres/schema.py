@@ -72,6 +72,7 @@ CREATE TABLE {s}.document_postings (
     PRIMARY KEY (term, document) INCLUDE (tf, length)
 );
 CREATE INDEX ON {s}.document_postings (document);
+CREATE TABLE {s}.sources (key text PRIMARY KEY, location text NOT NULL UNIQUE);
 CREATE TABLE {s}.extension_state (
     extension text NOT NULL, document_id text NOT NULL, hash text NOT NULL,
     PRIMARY KEY (extension, document_id)
