@@ -578,6 +578,13 @@ class Kernel:
 
         return ServingAppImpl(server, self)
 
+    def server_transport(self, name: str, options: ServeOptions) -> ServerTransport:
+        """The server transport registered as ``name``, built for ``options`` (not yet serving)."""
+        factory: Callable[..., ServerTransport] = self.server_transports.get(name)
+        if self.server_transports.settings_of(name) is None:
+            return factory(options)
+        return factory(options, self._factory_settings(self.server_transports, name, options.extra))
+
     async def serve(
         self, server: MCPServer, transport: str = "stdio", options: ServeOptions | None = None
     ) -> None:
@@ -592,13 +599,7 @@ class Kernel:
         from toolkernel._telemetry import configure_from_env
 
         configure_from_env()
-        options = options or ServeOptions()
-        factory: Callable[..., ServerTransport] = self.server_transports.get(transport)
-        if self.server_transports.settings_of(transport) is None:
-            server_transport = factory(options)
-        else:
-            settings = self._factory_settings(self.server_transports, transport, options.extra)
-            server_transport = factory(options, settings)
+        server_transport = self.server_transport(transport, options or ServeOptions())
         app = self.serving_app(server)
         await self.emit("on_server_start", server=server)
         try:

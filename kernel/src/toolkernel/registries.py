@@ -57,6 +57,7 @@ __all__ = [
     "ResourceRegistry",
     "ServerTransportRegistry",
     "SettingsRegistry",
+    "SharedStateRegistry",
     "ToolRegistry",
     "VectorStoreRegistry",
 ]

@@ -42,21 +42,22 @@ if TYPE_CHECKING:
 __all__ = [
     "STORE_TIMEOUT_S",
     "Broadcast",
-    "QueuedJob",
-    "TaskQueue",
     "BroadcastSubscriptionBus",
     "EventLog",
+    "InMemoryBroadcast",
     "InMemorySessionRegistry",
     "MemorySharedState",
+    "QueuedJob",
     "SessionRecord",
     "SessionRegistry",
     "SharedState",
     "SharedStateFactory",
     "StoreUnavailable",
+    "TaskQueue",
     "redact_url",
 ]
 
-logger = logging.getLogger("toolkernel.shared_state")
+_logger = logging.getLogger("toolkernel.shared_state")
 
 STORE_TIMEOUT_S = 1.5
 """Longest a backend may take to answer before the operation fails with :class:`StoreUnavailable`."""
@@ -278,7 +279,7 @@ class InMemoryBroadcast:
             try:
                 listener(message)
             except Exception:
-                logger.exception("broadcast listener raised; continuing")
+                _logger.exception("broadcast listener raised; continuing")
         await asyncio.sleep(0)
 
     def subscribe(self, listener: Callable[[dict[str, Any]], None]) -> Callable[[], None]:

@@ -15,9 +15,11 @@ the catalog.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -501,7 +503,7 @@ class KnowledgeBase:
         """The embedder the manifest names (made on first use)."""
         if self._embedder is None:
             spec = self.manifest.embedder
-            embedder = self.kernel.embedder(spec.name, **spec.options)
+            embedder = shared_embedder(self.kernel, spec.name, spec.options)
             if embedder.dimension != spec.dimension:
                 raise KBError(
                     f"knowledge base {self.name!r}: embedder {spec.name!r} now makes vectors of dimension "
@@ -673,7 +675,7 @@ class KnowledgeBase:
             if options == spec.options:
                 self._query_embedder = self.embedder
             else:
-                embedder = self.kernel.embedder(spec.name, **options)
+                embedder = shared_embedder(self.kernel, spec.name, options)
                 if embedder.dimension != spec.dimension:
                     raise KBError(
                         f"query_embedder_options make {spec.name!r} return vectors of dimension "
@@ -996,7 +998,7 @@ async def _new_manifest(
     if embedder_options is None and embedder is None:
         embedder_options = settings.embedder_options
     try:
-        made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
+        made = shared_embedder(kernel, embedder_name, dict(embedder_options or {}))
     except LookupError as exc:
         raise KBError(f"--embedder {embedder_name!r}: {_message(exc)}") from None
     if store_spec is None:
@@ -1066,6 +1068,19 @@ def _remove_unfinished(directory: Path) -> None:
 
     if read_manifest(directory) is None:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+_embedders: weakref.WeakKeyDictionary[Kernel, dict[str, Embedder]] = weakref.WeakKeyDictionary()
+
+
+def shared_embedder(kernel: Kernel, name: str, options: Mapping[str, Any]) -> Embedder:
+    """The embedder ``name`` with ``options``, made once per kernel: every knowledge base a process
+    opens (a writer, then a reader, or one per tenant) shares the loaded model."""
+    key = json.dumps([name, dict(options)], sort_keys=True, default=str)
+    made = _embedders.setdefault(kernel, {})
+    if key not in made:
+        made[key] = kernel.embedder(name, **options)
+    return made[key]
 
 
 def rag_settings(kernel: Kernel) -> RagSettings:
