@@ -409,7 +409,13 @@ def _delete(args: argparse.Namespace, kernel: Kernel) -> int:
 
 def _confirmed(args: argparse.Namespace, question: str) -> bool:
     """``--yes``, or a yes typed on the terminal (no terminal: refused in one line)."""
-    if args.yes or _confirm(question, "kb delete"):
+    from toolkernel_rag.layout import KBError
+
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise KBError(f"kb delete --kb {args.kb}: no terminal to confirm on; pass --yes to delete")
+    if _confirm(question, "kb delete"):
         return True
     print("not deleted", file=sys.stderr)
     return False
