@@ -25,6 +25,11 @@ class RagSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    home: str | None = Field(
+        None,
+        description="Where knowledge bases named by --kb live: a directory or a postgresql:// URL "
+        "(--home and $TOOLKERNEL_KB_HOME take precedence).",
+    )
     embedder: str = Field("local/minilm-l6-int8", description="provider/model of a new knowledge base.")
     embedder_options: dict[str, Any] = Field(default_factory=dict, description="Options of the embedder.")
     store: str = Field("qdrant", description="Vector store of a new knowledge base (a registered name).")
