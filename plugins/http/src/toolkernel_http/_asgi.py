@@ -59,6 +59,7 @@ class MCPHTTPApp(Starlette):
     session_manager: StreamableHTTPSessionManager
     sessions: SessionTable | None
     options: HTTPServerOptions
+    endpoint_path: str
     shared_state: SharedState | None
     serving: ServingApp | None
 
@@ -72,8 +73,15 @@ class MCPHTTPApp(Starlette):
             self.sessions.end_streams()
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, _parent: Any = None) -> AsyncIterator[None]:
-        """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting."""
+    async def lifespan(self, parent: Any = None) -> AsyncIterator[None]:
+        """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting.
+
+        Mounted with its endpoint at ``path="/"`` (``Mount("/mcp", app)``), the parent would
+        answer ``POST /mcp`` with a 307 to ``/mcp/`` (Starlette's slash redirect), which many
+        clients do not follow for a POST; the mount path itself is routed here instead.
+        """
+        if self.endpoint_path == "/":
+            _route_mount_paths(parent, self)
         async with contextlib.AsyncExitStack() as stack:
             if self.shared_state is not None:
                 await stack.enter_async_context(self.shared_state.run())
@@ -94,6 +102,33 @@ class MCPHTTPApp(Starlette):
                 yield
             finally:
                 self.state.started = False
+
+
+class _MountPath:
+    """The bare mount path (``/mcp``), answered by the mounted app as its root (``/mcp/``)."""
+
+    def __init__(self, mount: Mount) -> None:
+        self.mount = mount
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope = {**scope, "path": scope["path"] + "/"}
+        if scope.get("raw_path"):
+            scope["raw_path"] = scope["raw_path"] + b"/"
+        _, child = self.mount.matches(scope)
+        scope.update(child)
+        await self.mount.app(scope, receive, send)
+
+
+def _route_mount_paths(parent: Any, app: MCPHTTPApp) -> None:
+    """In the parent app's routes, put a route for the bare path of each ``Mount`` of ``app``."""
+    routes = getattr(getattr(parent, "router", None), "routes", None)
+    if not isinstance(routes, list):
+        return
+    for index, route in reversed(list(enumerate(routes))):
+        if isinstance(route, Mount) and route.app is app and route.path:
+            bare = [r for r in routes if isinstance(r, Route) and r.path == route.path]
+            if not bare:
+                routes.insert(index, Route(route.path, endpoint=_MountPath(route)))
 
 
 def asgi_app(
@@ -199,6 +234,7 @@ def asgi_app(
     if opts.auth is not None:
         routes = _auth_layer(opts.auth, serving).protect(routes, path=path, serving=serving)
     app.router.routes.extend(routes)
+    app.endpoint_path = path if streamable else ""
     app.session_manager = manager
     app.sessions = sessions
     app.options = opts
