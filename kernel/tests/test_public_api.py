@@ -449,6 +449,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "start_postgres",
         "stop_postgres",
     ],
+    "toolkernel.testing.readers": ["ReaderContract"],
     "toolkernel.testing.stores": [
         "FILTER_CASES",
         "FILTER_RECORDS",
