@@ -212,6 +212,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "ToolContext",
         "encode_state",
         "state_key",
+        "use_state_key",
     ],
     "toolkernel.embedders": [
         "Embedder",
