@@ -341,6 +341,31 @@ async def test_hook_register_client_transports(kernel_with):
 
 
 @pytest.mark.anyio
+async def test_hook_register_shared_state(kernel_with):
+    from toolkernel.errors import ConfigError
+    from toolkernel.shared_state import SessionRecord, SharedState
+
+    kernel = kernel_with(load_example("hooks/register_shared_state.py"))
+    state = kernel.shared_state("tenant://a")
+    assert isinstance(state, SharedState)
+    assert kernel.shared_state("tenant://a") is state
+    assert kernel.shared_state("tenant://b") is not state
+    assert isinstance(kernel.shared_state("memory://"), SharedState)  # the built-in backend
+    record = SessionRecord("s1", None, "address:127.0.0.1", {"protocolVersion": "2025-11-25"})
+    async with state.run():
+        await state.sessions.save(record, ttl_s=60)
+        assert await kernel.shared_state("tenant://a").sessions.load("s1") == record
+        heard = []
+        state.broadcast.subscribe(heard.append)
+        await state.broadcast.publish({"t": "hello"})
+        assert heard == [{"t": "hello"}]
+        await state.sessions.drop("s1")
+        assert await state.sessions.load("s1") is None
+    with pytest.raises(ConfigError, match=r"no installed plugin serves nats:// URLs; known: memory://, tenant://"):
+        kernel.shared_state("nats://127.0.0.1")
+
+
+@pytest.mark.anyio
 async def test_hook_register_auth_providers(kernel_with):
     plugin = load_example("hooks/register_auth_providers.py")
     kernel = kernel_with(plugin, settings={"api-keys": {"keys": {"s3cret": "ada"}}})
@@ -820,9 +845,8 @@ def test_guide_disable_and_load_only_by_name(hello_installed, monkeypatch):
     monkeypatch.setenv("TOOLKERNEL_LOAD_PLUGINS", "stdio,commands,toolkernel-hello")
     infos = {p.name: p for p in toolkernel.Kernel().plugins()}
     assert infos["toolkernel-hello"].status == "loaded"
-    assert all(
-        i.status == "disabled" for n, i in infos.items() if n not in ("stdio", "commands", "toolkernel-hello")
-    )
+    builtins = ("stdio", "commands", "memory-state")
+    assert all(i.status == "disabled" for n, i in infos.items() if n not in (*builtins, "toolkernel-hello"))
 
 
 def test_guide_broken_plugin_is_reported_and_strict_mode_makes_it_fatal(
@@ -999,7 +1023,7 @@ def test_cli_plugins_json(capsys, monkeypatch):
     monkeypatch.setenv("TOOLKERNEL_LOAD_PLUGINS", "stdio,commands")
     assert main(["plugins", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [p["name"] for p in listed if p["status"] == "loaded"] == ["stdio", "commands"]
+    assert [p["name"] for p in listed if p["status"] == "loaded"] == ["stdio", "commands", "memory-state"]
     assert set(listed[0]) == {
         "name",
         "origin",

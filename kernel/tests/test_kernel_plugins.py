@@ -172,10 +172,11 @@ def test_plugins_lists_hooks_per_plugin(kernel):
     assert listed == [
         ("stdio", "built-in", "loaded", ["register_client_transports", "register_server_transports"]),
         ("commands", "built-in", "loaded", ["register_commands"]),
+        ("memory-state", "built-in", "loaded", ["register_shared_state"]),
         ("my_plugin_module", "registered", "loaded", ["on_server_start", "register_rerankers"]),
     ]
     assert kernel.rerankers.origin("r") == "my_plugin_module"
-    as_dict = kernel.plugins()[2].as_dict()
+    as_dict = kernel.plugins()[3].as_dict()
     assert as_dict == {
         "name": "my_plugin_module",
         "origin": "registered",
@@ -202,15 +203,19 @@ def test_unregister_removes_the_plugin_and_its_entries(kernel):
     assert "plug-a" not in {i.name for i in kernel.plugins()}
 
 
+ALL_LOADED = {"stdio": "loaded", "commands": "loaded", "memory-state": "loaded"}
+"""The built-in plugins, every one loaded."""
+
+
 def test_only_and_disable_arguments():
     # ``only`` limits installed plugins; the built-ins load unless disabled by name.
     only = Kernel(load_entry_points=False, only=["stdio"])
-    assert {i.name: i.status for i in only.plugins()} == {"stdio": "loaded", "commands": "loaded"}
+    assert {i.name: i.status for i in only.plugins()} == ALL_LOADED
     assert "serve" in only.commands
     assert list(only.server_transports) == ["stdio"]
 
     disabled = Kernel(load_entry_points=False, disable=["stdio"])
-    assert {i.name: i.status for i in disabled.plugins()} == {"stdio": "disabled", "commands": "loaded"}
+    assert {i.name: i.status for i in disabled.plugins()} == {**ALL_LOADED, "stdio": "disabled"}
     assert list(disabled.server_transports) == []
     assert "serve" in disabled.commands
 
@@ -219,16 +224,20 @@ def test_load_and_disable_environment_variables(monkeypatch):
     # A load-only list limits installed plugins; built-ins still load unless disabled by name.
     monkeypatch.setenv("TOOLKERNEL_LOAD_PLUGINS", " commands , ")
     kernel = Kernel(load_entry_points=False)
-    assert {i.name: i.status for i in kernel.plugins()} == {"stdio": "loaded", "commands": "loaded"}
+    assert {i.name: i.status for i in kernel.plugins()} == ALL_LOADED
 
     monkeypatch.delenv("TOOLKERNEL_LOAD_PLUGINS")
-    monkeypatch.setenv("TOOLKERNEL_DISABLE_PLUGINS", "commands,stdio")
+    monkeypatch.setenv("TOOLKERNEL_DISABLE_PLUGINS", "commands,stdio,memory-state")
     kernel = Kernel(load_entry_points=False)
-    assert {i.name: i.status for i in kernel.plugins()} == {"stdio": "disabled", "commands": "disabled"}
+    assert {i.name: i.status for i in kernel.plugins()} == {
+        "stdio": "disabled",
+        "commands": "disabled",
+        "memory-state": "disabled",
+    }
 
     # Arguments win over the environment.
     kernel = Kernel(load_entry_points=False, disable=[])
-    assert {i.name: i.status for i in kernel.plugins()} == {"stdio": "loaded", "commands": "loaded"}
+    assert {i.name: i.status for i in kernel.plugins()} == ALL_LOADED
 
 
 def test_load_policy_resolution():

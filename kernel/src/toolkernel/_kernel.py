@@ -34,6 +34,7 @@ from toolkernel.registries import (
     ResourceRegistry,
     ServerTransportRegistry,
     SettingsRegistry,
+    SharedStateRegistry,
     ToolRegistry,
     VectorStoreRegistry,
 )
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from toolkernel.entities import EntityExtractor
     from toolkernel.rerankers import Reranker
     from toolkernel.server import MCPServer
+    from toolkernel.shared_state import SharedState
     from toolkernel.transports import (
         ClientTransportOptions,
         ServeOptions,
@@ -293,6 +295,11 @@ class Kernel:
         return self._collect("register_client_auth", ClientAuthRegistry(self._origin_of))
 
     @cached_property
+    def shared_states(self) -> SharedStateRegistry:
+        """Shared-state backend factories by URL scheme (``memory``, ``redis``, ...)."""
+        return self._collect("register_shared_state", SharedStateRegistry(self._origin_of))
+
+    @cached_property
     def vector_stores(self) -> VectorStoreRegistry:
         """Vector store factories by name."""
         return self._collect("register_vector_stores", VectorStoreRegistry(self._origin_of))
@@ -438,6 +445,25 @@ class Kernel:
             )
         return self.settings(section, **options)
 
+    def shared_state(self, url: str) -> SharedState:
+        """The shared-state backend for ``url`` (``memory://``, ``redis://HOST:PORT/DB``, ...).
+
+        :raises ConfigError: the URL has no scheme, or no installed plugin serves it.
+        """
+        from toolkernel.shared_state import redact_url
+
+        scheme, sep, _ = url.partition("://")
+        if not sep or not scheme:
+            raise ConfigError(f"shared state {redact_url(url)!r}: expected a URL such as redis://HOST:PORT/DB")
+        if scheme not in self.shared_states:
+            known = ", ".join(f"{s}://" for s in sorted(self.shared_states)) or "none"
+            hint = " (pip install toolkernel-redis)" if scheme in ("redis", "rediss", "unix") else ""
+            raise ConfigError(
+                f"shared state {redact_url(url)!r}: no installed plugin serves {scheme}:// URLs{hint}; "
+                f"known: {known}"
+            )
+        return self.shared_states.get(scheme)(url)
+
     def vector_store(self, name: str, **options: Any) -> VectorStore:
         """A vector store from the factory registered as ``name``.
 
@@ -552,6 +578,13 @@ class Kernel:
 
         return ServingAppImpl(server, self)
 
+    def server_transport(self, name: str, options: ServeOptions) -> ServerTransport:
+        """The server transport registered as ``name``, built for ``options`` (not yet serving)."""
+        factory: Callable[..., ServerTransport] = self.server_transports.get(name)
+        if self.server_transports.settings_of(name) is None:
+            return factory(options)
+        return factory(options, self._factory_settings(self.server_transports, name, options.extra))
+
     async def serve(
         self, server: MCPServer, transport: str = "stdio", options: ServeOptions | None = None
     ) -> None:
@@ -566,13 +599,7 @@ class Kernel:
         from toolkernel._telemetry import configure_from_env
 
         configure_from_env()
-        options = options or ServeOptions()
-        factory: Callable[..., ServerTransport] = self.server_transports.get(transport)
-        if self.server_transports.settings_of(transport) is None:
-            server_transport = factory(options)
-        else:
-            settings = self._factory_settings(self.server_transports, transport, options.extra)
-            server_transport = factory(options, settings)
+        server_transport = self.server_transport(transport, options or ServeOptions())
         app = self.serving_app(server)
         await self.emit("on_server_start", server=server)
         try:
@@ -593,6 +620,7 @@ _REGISTRY_ATTRS = (
     "client_transports",
     "auth_providers",
     "client_auth",
+    "shared_states",
     "vector_stores",
     "embedders",
     "rerankers",

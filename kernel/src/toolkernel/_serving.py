@@ -174,6 +174,57 @@ class ServingAppImpl:
             await self.protocol_server.run(read, write, self.init_options)
 
     @contextlib.asynccontextmanager
+    async def task_worker(self, queue: Any) -> AsyncIterator[None]:
+        """Run the task bodies ``queue`` (a ``TaskQueue``) hands this process, while the block runs."""
+        worker = asyncio.get_running_loop().create_task(self._work(queue), name="task worker")
+        try:
+            yield
+        finally:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+            await self.tasks.aclose()
+
+    async def _work(self, queue: Any) -> None:
+        running: set[asyncio.Task[None]] = set()
+        try:
+            async for job in queue.take():
+                task = asyncio.get_running_loop().create_task(self._run_job(job))
+                running.add(task)
+                task.add_done_callback(running.discard)
+        finally:
+            for task in list(running):
+                task.cancel()
+
+    async def _run_job(self, job: Any) -> None:
+        """Run one queued task body; the job is done once its task has ended (or cannot run)."""
+        data = job.data
+        record = await self.tasks.store.get(str(data.get("task")))
+        tool = self.tools.get(str(data.get("tool")))
+        if record is None or record.terminal or tool is None:
+            if record is not None and not record.terminal:
+                await self.tasks._finish(record, "failed", error={"code": -32602, "message": "Unknown tool"})
+            await job.done()
+            return
+        auth = AuthInfo.model_validate(data["auth"]) if data.get("auth") else None
+        values = data.get("values")
+
+        async def work(handle: TaskHandle) -> dict[str, Any]:
+            tctx = ToolContext(
+                server=self.server,
+                tool_name=tool.name,
+                call_id=record.task_id,
+                values=values if isinstance(values, dict) else None,
+                auth=auth,
+                task=handle,
+            )
+            outcome = await self.caller.call(tool, dict(data.get("arguments") or {}), tctx)
+            return _call_result(outcome).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        await self.tasks.run_taken(record, work)
+        await job.done()
+
+    @contextlib.asynccontextmanager
     async def session(self, *, transport: str, session_id: str | None = None) -> AsyncIterator[None]:
         """Fire ``on_session_start`` on entry and ``on_session_stop`` on exit, however it exits."""
         event = SessionEvent(server=self.server, transport=transport, session_id=session_id)
@@ -314,6 +365,22 @@ class _Handlers:
                 task=task,
                 detach=detach,
             )
+
+        if tool.task_start == "call" and runner.queue is not None:
+            # Shared tasks: a worker on any replica runs the body; this replica only queues it.
+            record = runner.new_record()
+            await runner.store.create(record)
+            caller_info = _auth_info(ctx)
+            await runner.queue.put(
+                {
+                    "task": record.task_id,
+                    "tool": tool.name,
+                    "arguments": arguments,
+                    "values": values if isinstance(values, dict) else None,
+                    "auth": caller_info.model_dump(mode="json") if caller_info is not None else None,
+                }
+            )
+            return {"resultType": "task", **record.info()}
 
         if tool.task_start == "call":
 

@@ -150,11 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if inspect.isawaitable(result):
             import anyio
 
-            async def wait() -> Any:
-                return await result
-
             # A command that serves may choose the loop (``serve --loop``).
-            result = anyio.run(wait, backend_options={"use_uvloop": getattr(args, "loop", None) == "uvloop"})
+            uvloop = getattr(args, "loop", None) == "uvloop"
+            result = anyio.run(_until_terminated, result, backend_options={"use_uvloop": uvloop})
         sys.stdout.flush()  # here, so a reader that went away is caught below, not at exit
         return int(result or 0)
     except ToolkernelError as exc:
@@ -170,6 +168,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         gc.enable()
+
+
+_TERMINATED = 130
+"""The exit status after SIGTERM: the one Ctrl-C gives, since both stop the command the same way."""
+
+
+async def _until_terminated(awaitable: Any) -> Any:
+    """Await a command; SIGTERM cancels it as Ctrl-C does, so a server drains (requests in
+    flight finish, sessions close, ``on_server_stop`` runs) instead of dying with -15."""
+    import asyncio
+    import signal
+
+    import anyio
+
+    loop = asyncio.get_running_loop()
+    with anyio.CancelScope() as scope:
+        try:
+            loop.add_signal_handler(signal.SIGTERM, scope.cancel)
+        except (NotImplementedError, RuntimeError, ValueError):  # no signals here (Windows, a thread)
+            return await awaitable
+        try:
+            return await awaitable
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+    return _TERMINATED
 
 
 def _check_log_level(option: str | None) -> None:

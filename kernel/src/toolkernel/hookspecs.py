@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         ResourceRegistry,
         ServerTransportRegistry,
         SettingsRegistry,
+        SharedStateRegistry,
         ToolRegistry,
         VectorStoreRegistry,
     )
@@ -67,6 +68,7 @@ __all__ = [
     "register_resources",
     "register_server_transports",
     "register_settings",
+    "register_shared_state",
     "register_tool_middleware",
     "register_tools",
     "register_vector_stores",
@@ -109,6 +111,25 @@ def register_client_transports(registry: ClientTransportRegistry) -> None:
     Example: ``docs/examples/hooks/tcp_transport.py`` (run by ``tests/test_docs.py``).
 
     .. versionadded:: 0.1
+    """
+
+
+@_spec
+def register_shared_state(registry: SharedStateRegistry) -> None:
+    """Add shared-state backends: where replicas of one server keep what they share.
+
+    :param registry: ``registry.add(scheme, factory)``; ``factory(url)`` returns a
+        :class:`~toolkernel.shared_state.SharedState` for URLs ``scheme://...``: an event
+        store for resumable streams, a session registry, a broadcast to every replica and
+        a task store. ``kernel.shared_state(url)`` builds one; toolkernel-http uses it when
+        ``[plugins.http] shared_state`` (``TOOLKERNEL_HTTP_SHARED_STATE``) is set. The
+        built-in ``memory`` backend (one process, nothing shared) is registered through
+        this hook; toolkernel-redis adds ``redis``. Import the backend's client library
+        inside the factory, never at module level.
+
+    Example: ``docs/examples/hooks/register_shared_state.py`` (run by ``tests/test_docs.py``).
+
+    .. versionadded:: 0.3
     """
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from toolkernel.readers import Reader, ReaderFunction
     from toolkernel.rerankers import RerankerFactory
     from toolkernel.resources import Resource, ResourceTemplate
+    from toolkernel.shared_state import SharedStateFactory
     from toolkernel.tools import Tool
     from toolkernel.transports import ClientTransportFactory, ServerTransportFactory
     from toolkernel.vectors import VectorStoreFactory
@@ -56,6 +57,7 @@ __all__ = [
     "ResourceRegistry",
     "ServerTransportRegistry",
     "SettingsRegistry",
+    "SharedStateRegistry",
     "ToolRegistry",
     "VectorStoreRegistry",
 ]
@@ -217,6 +219,15 @@ class AuthProviderRegistry(Registry["AuthProviderFactory"]):
         """
         _require_callable(self.kind, name, factory)
         self._add(name, factory, settings)
+
+
+class SharedStateRegistry(Registry["SharedStateFactory"]):
+    kind = "shared state backend"
+
+    def add(self, scheme: str, factory: SharedStateFactory) -> None:
+        """Register ``factory(url) -> SharedState`` for URLs ``scheme://...``."""
+        _require_callable(self.kind, scheme, factory)
+        self._add(scheme, factory)
 
 
 class ClientAuthRegistry(Registry["ClientAuthFactory"]):

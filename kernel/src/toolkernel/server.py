@@ -166,6 +166,8 @@ class MCPServer:
         self._live: weakref.WeakSet[Any] = weakref.WeakSet()
         self._subscriptions: dict[str, weakref.WeakSet[Any]] = {}
         self._bus: Any = None
+        self._bus_unsubscribe: Callable[[], None] | None = None
+        self._deliveries: set[Any] = set()
         self._log_level: str | None = None
         for item in tools:
             self.add_tool(item)
@@ -388,26 +390,28 @@ class MCPServer:
 
     @subscription_bus.setter
     def subscription_bus(self, bus: Any) -> None:
+        if self._bus_unsubscribe is not None:
+            self._bus_unsubscribe()
+            self._bus_unsubscribe = None
         self._bus = bus
+        if getattr(bus, "delivers_everywhere", False):
+            # A shared bus brings every event back to this process too: the 2025-era
+            # subscribers connected here get theirs from it, whichever replica published.
+            self._bus_unsubscribe = bus.subscribe(self._deliver_from_bus)
 
     async def notify_updated(self, uri: str) -> None:
-        """Tell clients subscribed to ``uri`` that it changed (both protocol eras)."""
-        for connection in list(self._subscriptions.get(uri, ())):
-            await _quietly(connection.send_resource_updated(uri))
+        """Tell clients subscribed to ``uri`` that it changed (both protocol eras, every replica)."""
+        if not getattr(self._bus, "delivers_everywhere", False):
+            await self._send_updated(uri)
         if self._bus is not None:
             from mcp.shared.subscriptions import ResourceUpdated
 
             await _quietly(self._bus.publish(ResourceUpdated(uri=uri)))
 
     async def notify_list_changed(self, kind: Literal["tools", "resources", "prompts"] = "resources") -> None:
-        """Tell every connected client that the list of ``kind`` changed (both protocol eras)."""
-        for connection in list(self._live):
-            send = {
-                "tools": connection.send_tool_list_changed,
-                "resources": connection.send_resource_list_changed,
-                "prompts": connection.send_prompt_list_changed,
-            }[kind]
-            await _quietly(send())
+        """Tell every connected client that the list of ``kind`` changed (both eras, every replica)."""
+        if not getattr(self._bus, "delivers_everywhere", False):
+            await self._send_list_changed(kind)
         if self._bus is not None:
             from mcp.shared import subscriptions as events
 
@@ -417,6 +421,46 @@ class MCPServer:
                 "prompts": events.PromptsListChanged,
             }[kind]()
             await _quietly(self._bus.publish(event))
+
+    def track_connection(self, connection: Any) -> None:
+        """Count ``connection`` (an SDK ``Connection``) among those list-change notifications reach.
+
+        Connections that make a request are tracked on their own; a transport calls this
+        for one that may not (a session continued on another replica).
+        """
+        self._live.add(connection)
+
+    async def _send_updated(self, uri: str) -> None:
+        for connection in list(self._subscriptions.get(uri, ())):
+            await _quietly(connection.send_resource_updated(uri))
+
+    async def _send_list_changed(self, kind: Literal["tools", "resources", "prompts"]) -> None:
+        for connection in list(self._live):
+            send = {
+                "tools": connection.send_tool_list_changed,
+                "resources": connection.send_resource_list_changed,
+                "prompts": connection.send_prompt_list_changed,
+            }[kind]
+            await _quietly(send())
+
+    def _deliver_from_bus(self, event: Any) -> None:
+        """Pass an event from a shared bus to this process's 2025-era connections."""
+        import asyncio
+
+        from mcp.shared import subscriptions as events
+
+        send: Awaitable[None]
+        if isinstance(event, events.ResourceUpdated):
+            send = self._send_updated(event.uri)
+        elif isinstance(event, events.ToolsListChanged):
+            send = self._send_list_changed("tools")
+        elif isinstance(event, events.PromptsListChanged):
+            send = self._send_list_changed("prompts")
+        else:
+            send = self._send_list_changed("resources")
+        task = asyncio.get_running_loop().create_task(send)
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
 
     # -- running -------------------------------------------------------------------------------
 

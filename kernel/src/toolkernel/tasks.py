@@ -174,6 +174,8 @@ class TaskHandle:
     def __init__(self, runner: TaskRunner, record: TaskRecord) -> None:
         self.runner = runner
         self.record = record
+        self.queued = False
+        """Taken from a shared queue: another worker runs it again if this process stops."""
 
     @property
     def task_id(self) -> str:
@@ -214,6 +216,35 @@ class TaskRunner:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, dict[str, asyncio.Future[dict[str, Any]]]] = {}
         self._watchers: list[Callable[[TaskRecord], None]] = []
+        self._broadcast: Any = None
+        self.queue: Any = None
+        """A :class:`toolkernel.shared_state.TaskQueue` task bodies go to, when tasks are shared."""
+        self._closing = False
+
+    def share(self, store: TaskStore, broadcast: Any, queue: Any = None) -> Callable[[], None]:
+        """Keep task state in ``store`` and hear other replicas' ``tasks/update`` and ``tasks/cancel``.
+
+        ``broadcast`` is a :class:`toolkernel.shared_state.Broadcast`: answers or a
+        cancellation taken by any replica reach the process running the task body through
+        it. With a ``queue`` (a :class:`toolkernel.shared_state.TaskQueue`) the server
+        queues task bodies for the replicas' workers instead of running them where the
+        call came in. Returns the way to stop listening.
+        """
+        self.store = store
+        self._broadcast = broadcast
+        self.queue = queue
+
+        def on_message(message: dict[str, Any]) -> None:
+            if message.get("t") != "task":
+                return
+            task_id = str(message.get("task"))
+            if message.get("op") == "update":
+                self._answer(task_id, message.get("responses") or {})
+            elif message.get("op") == "cancel" and (task := self._running.get(task_id)) is not None:
+                task.cancel()
+
+        stop: Callable[[], None] = broadcast.subscribe(on_message)
+        return stop
 
     def watch(self, listener: Callable[[TaskRecord], None]) -> Callable[[], None]:
         """Call ``listener`` with each task this runner changes; returns the way to stop."""
@@ -255,6 +286,24 @@ class TaskRunner:
         self._running[record.task_id] = task
         task.add_done_callback(lambda _: self._running.pop(record.task_id, None))
 
+    async def run_taken(self, record: TaskRecord, work: Work) -> None:
+        """Run ``work`` here as the stored task ``record``, which a worker took from the queue.
+
+        Returns when the task ends. If this runner closes first (its server stops), the task
+        is left ``working`` for another worker to take again, not marked cancelled.
+        """
+        handle = TaskHandle(self, record)
+        handle.queued = True
+        task = asyncio.get_running_loop().create_task(self._run(handle, work), name=f"task {record.task_id}")
+        self._running[record.task_id] = task
+        task.add_done_callback(lambda _: self._running.pop(record.task_id, None))
+        try:
+            await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this worker is being stopped, not the task cancelled
+
     async def get(self, task_id: str) -> TaskRecord | None:
         """The task's current state, or ``None`` when unknown or expired."""
         return await self.store.get(task_id)
@@ -264,12 +313,19 @@ class TaskRunner:
         record = await self.store.get(task_id)
         if record is None:
             return None
+        if self._broadcast is not None:  # the body may run in another replica
+            message = {"t": "task", "op": "update", "task": task_id, "responses": dict(responses)}
+            await self._broadcast.publish(message)
+        else:
+            self._answer(task_id, responses)
+        return record
+
+    def _answer(self, task_id: str, responses: Mapping[str, Any]) -> None:
         waiting = self._waiting.get(task_id, {})
         for key, answer in responses.items():
             future = waiting.pop(key, None)
             if future is not None and not future.done():
                 future.set_result(dict(answer) if isinstance(answer, Mapping) else {"value": answer})
-        return record
 
     async def cancel(self, task_id: str) -> TaskRecord | None:
         """Stop the task; a task already over is left as it is (cancelling is idempotent)."""
@@ -281,10 +337,13 @@ class TaskRunner:
             task = self._running.get(task_id)
             if task is not None:
                 task.cancel()
+            elif self._broadcast is not None:  # running in another replica
+                await self._broadcast.publish({"t": "task", "op": "cancel", "task": task_id})
         return record
 
     async def aclose(self) -> None:
         """Cancel every task still running here and wait for them to stop."""
+        self._closing = True
         tasks = list(self._running.values())
         for task in tasks:
             task.cancel()
@@ -299,7 +358,7 @@ class TaskRunner:
         try:
             result = await work(handle)
         except asyncio.CancelledError:
-            if not record.terminal:
+            if not record.terminal and not (handle.queued and self._closing):
                 await self._finish(record, "cancelled")
             raise
         except ProtocolError as exc:

@@ -48,6 +48,10 @@ class ServeOptions(BaseModel):
     port: int = Field(8000, ge=0, le=65535, description="TCP port (network transports); 0 picks a free one.")
     path: str = Field("/mcp", pattern=r"^/", description="URL path of the MCP endpoint.")
     extra: Mapping[str, Any] = Field(default_factory=dict, description="Transport-specific options.")
+    workers: int = Field(1, ge=1, description="Processes serving the port (`toolkernel serve --workers`).")
+    reuse_port: bool = Field(
+        False, description="Bind with SO_REUSEPORT: this process is one of several serving the port."
+    )
 
 
 class ServingApp(Protocol):

@@ -127,3 +127,73 @@ def test_inspector_cli_calls_a_tool_over_streamable_http(served: tuple[str, subp
     assert result["isError"] is False
     session = result["content"][0]["text"]
     assert re.fullmatch(r"[0-9a-f]{32}", session), f"no session id reached the tool: {session!r}"
+
+
+SLOW_SERVER = '''
+from pathlib import Path
+
+import anyio
+
+from toolkernel import MCPServer
+
+app = MCPServer("slow")
+
+
+@app.tool
+async def slow(marker: str) -> str:
+    """Say it started (a file), take a moment, then answer."""
+    Path(marker).write_text("started")
+    await anyio.sleep(1.5)
+    return "finished"
+'''
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_lets_the_request_in_flight_finish(tmp_path: Path, signum: int) -> None:
+    """SIGTERM (what service managers and ``docker stop`` send) drains the server as Ctrl-C
+    does: the request in flight gets its answer, and the exit status is Ctrl-C's (130)."""
+    (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
+    env = {**os.environ, "TOOLKERNEL_HTTP_STATELESS": "true", "TOOLKERNEL_HTTP_JSON_RESPONSE": "true"}
+    target = f"{tmp_path / 'slow_server.py'}:app"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkernel", "serve", target, "--transport", "http", "--port", "0"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        found = re.search(r"on (http://\S+)", proc.stderr.readline())
+        assert found is not None, "the server never said where it listens"
+        marker = tmp_path / "started"
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"marker": str(marker)}},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-protocol-version": "2025-11-25",
+        }
+        answers: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(httpx.post(found.group(1), json=call, headers=headers, timeout=30))
+        )
+        caller.start()
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.exists(), "the tool never started"
+        proc.send_signal(signum)
+        caller.join(30)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert len(answers) == 1
+    assert answers[0].status_code == 200, answers[0].text
+    assert answers[0].json()["result"]["content"][0]["text"] == "finished"

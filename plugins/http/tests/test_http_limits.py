@@ -242,3 +242,63 @@ async def test_client_refuses_json_bodies_over_its_cap() -> None:
             small = await client.call_tool("big", {"size": 10})
     assert "max_json_body_size" in str(refused.value)
     assert small.content[0].text == "x" * 10  # type: ignore[union-attr]
+
+
+def _send_head(port: int, head: bytes) -> bytes:
+    """Send ``head`` (as much of it as the server reads) on a raw socket; what the server answered."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        with contextlib.suppress(OSError):  # the server may answer before the head is all sent
+            sock.sendall(head)
+        return _recv_all(sock)
+
+
+def _refusal(answer: bytes) -> tuple[bytes, str]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0], json.loads(body)["error"]["message"]
+
+
+async def test_oversized_request_headers_are_refused_with_431_before_the_body() -> None:
+    """A 16 MB header (the body never sent) gets 431 naming the limit; other clients are served."""
+    with anyio.fail_after(TIMEOUT_S):
+        async with _served() as base:
+            port = int(base.rsplit(":", 1)[1])
+            head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + b"x" * (16 << 20)
+            answer = await anyio.to_thread.run_sync(_send_head, port, head)
+            async with httpx.AsyncClient(timeout=10) as client:
+                served = await raw.open_session(client, f"{base}/mcp")
+    status, message = _refusal(answer)
+    assert status == b"HTTP/1.1 431 Request Header Fields Too Large", answer[:200]
+    assert "over 65536 bytes (max_header_bytes)" in message
+    assert "mcp-session-id" in served
+
+
+async def test_too_many_request_headers_are_refused_with_431() -> None:
+    with anyio.fail_after(TIMEOUT_S):
+        async with _served() as base:
+            port = int(base.rsplit(":", 1)[1])
+            many = b"".join(b"X-H%d: v\r\n" % i for i in range(150))
+            head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n" + many + b"Content-Length: 2\r\n\r\n{}"
+            answer = await anyio.to_thread.run_sync(_send_head, port, head)
+    status, message = _refusal(answer)
+    assert status == b"HTTP/1.1 431 Request Header Fields Too Large"
+    assert "more than 100 request headers (max_headers)" in message
+
+
+async def test_header_limits_are_options() -> None:
+    """Raised limits let a 100 kB header and 150 headers through to the application; lowered ones refuse."""
+    big = {"x-big": "y" * 100_000, **{f"x-h{i}": "v" for i in range(150)}}
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            _served(max_header_bytes=200_000, max_headers=200) as base,
+            httpx.AsyncClient(timeout=10) as client,
+        ):
+            served = await raw.open_session(client, f"{base}/mcp", **big)
+        async with _served(max_header_bytes=1_000) as base:
+            port = int(base.rsplit(":", 1)[1])
+            head = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: " + b"a" * 2_000 + b"\r\n\r\n"
+            answer = await anyio.to_thread.run_sync(_send_head, port, head)
+    assert "mcp-session-id" in served
+    assert _refusal(answer) == (
+        b"HTTP/1.1 431 Request Header Fields Too Large",
+        "Request Header Fields Too Large: request headers over 1000 bytes (max_header_bytes)",
+    )

@@ -23,7 +23,7 @@ from toolkernel.transports import ServeOptions
 from toolkernel_http import InMemoryEventStore, SessionScopedEventStore, asgi_app
 
 from . import _raw as raw
-from .conftest import make_server, serving
+from .conftest import initialize, make_server, serving
 
 TIMEOUT_S = 60.0
 
@@ -240,3 +240,33 @@ async def test_kernel_serves_through_the_registered_transport(transport: str) ->
             tg.cancel_scope.cancel()
     # Both transports fire the session hooks once per session (http: the client's DELETE ends it).
     assert log.events == [("start", transport), ("stop", transport)]
+
+
+def _starlette_parent(mcp: Any) -> Any:
+    return Starlette(routes=[Mount("/mcp", app=mcp)], lifespan=mcp.lifespan)
+
+
+def _fastapi_parent(mcp: Any) -> Any:
+    from fastapi import FastAPI
+
+    parent = FastAPI(lifespan=mcp.lifespan)
+    parent.mount("/mcp", mcp)
+    return parent
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("make_parent", [_starlette_parent, _fastapi_parent], ids=["starlette", "fastapi"])
+async def test_mounted_at_its_own_path_answers_the_bare_path(tk_server: MCPServer, make_parent: Any) -> None:
+    """``Mount("/mcp", asgi_app(server, path="/"))``: ``POST /mcp`` is answered, not redirected
+    (307) to ``/mcp/``; ``/mcp/`` answers too, and a client works at either."""
+    parent = make_parent(asgi_app(tk_server, path="/"))
+    with anyio.fail_after(TIMEOUT_S):
+        async with serving(parent) as base:
+            async with httpx.AsyncClient(timeout=TIMEOUT_S) as http:
+                for url in (f"{base}/mcp", f"{base}/mcp/"):
+                    response = await http.post(url, json=initialize(), headers=raw.HEADERS)
+                    assert response.status_code == 200, (url, response.status_code, response.headers)
+            for url in (f"{base}/mcp", f"{base}/mcp/"):
+                async with Client(streamable_http_client(url), mode="legacy") as client:  # type: ignore[arg-type]
+                    out = await client.call_tool("echo", {"text": "bare"})
+                    assert out.content[0].text == "bare"  # type: ignore[union-attr]

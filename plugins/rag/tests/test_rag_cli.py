@@ -46,3 +46,79 @@ def test_a_mismatched_embedder_is_a_one_line_error(corpus: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert err.startswith("toolkernel: error: knowledge base ")
     assert "was embedded with 'local/wordllama-256'" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--embedder", "local/nosuch"], "--embedder 'local/nosuch': no local embedding model 'nosuch'"),
+        (["--store", "qdrnt"], "--store 'qdrnt': no vector store of that name (installed: "),
+        (["--chunker", "htm"], "--chunker 'htm': no chunker named 'htm'"),
+        (["--store-options", "{not json"], "--store-options: not valid JSON"),
+    ],
+)
+def test_an_unknown_choice_is_one_line_and_creates_nothing(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    assert main(["kb", "ingest", str(corpus), "--kb", "typo", "--quiet", *args]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("toolkernel: error: ")
+    assert says in line
+    assert not (tmp_path / "kb-home" / "typo").exists()
+
+
+def test_a_missing_source_is_one_line_and_creates_nothing(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It printed 'skipped nosuchdir: does not exist', exited 0 and created an empty knowledge base."""
+    missing = str(tmp_path / "nosuchdir")
+    assert main(["kb", "ingest", str(corpus), missing, "--kb", "typo", "--embedder", EMBEDDER]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"toolkernel: error: source {missing!r} does not exist; nothing was ingested"
+    assert not (tmp_path / "kb-home" / "typo").exists()
+
+
+@pytest.mark.parametrize("action", ["serve", "stats", "repair", "delete"])
+def test_a_knowledge_base_that_does_not_exist_is_one_line_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    assert main(["kb", action, "--kb", "nowhere"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"toolkernel: error: no knowledge base at '{tmp_path / 'kb-home' / 'nowhere'}'")
+    assert not (tmp_path / "kb-home").exists()
+
+
+@pytest.mark.parametrize("content", ["{", '{"format": 1, "name": "x"}', '{"format": 99}'])
+def test_a_malformed_manifest_is_one_line_for_stats(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    assert main(["kb", "ingest", str(corpus), "--kb", "kb1", "--embedder", EMBEDDER, "--quiet"]) == 0
+    (tmp_path / "kb-home" / "kb1" / "manifest.json").write_text(content)
+    capsys.readouterr()
+    assert main(["kb", "stats", "--kb", "kb1"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("toolkernel: error: knowledge base ")
+    assert "manifest.json" in line or "layout format 99" in line
+
+
+def test_delete_without_a_terminal_asks_for_yes(corpus: Path, tmp_path: Path) -> None:
+    """``kb delete --kb X </dev/null`` ended in an EOFError traceback."""
+    import os
+    import subprocess
+    import sys
+
+    assert main(["kb", "ingest", str(corpus), "--kb", "kb1", "--embedder", EMBEDDER, "--quiet"]) == 0
+    toolkernel = str(Path(sys.executable).with_name("toolkernel"))
+    done = subprocess.run(
+        [toolkernel, "kb", "delete", "--kb", "kb1"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TOOLKERNEL_KB_HOME": str(tmp_path / "kb-home")},
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "toolkernel: error: kb delete --kb kb1: no terminal to confirm on; pass --yes to delete"
+    ]
+    assert (tmp_path / "kb-home" / "kb1" / "manifest.json").exists()

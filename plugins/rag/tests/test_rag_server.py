@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -330,3 +331,60 @@ async def test_tenant_scope_picks_the_tenants_own_knowledge_base(kb: KnowledgeBa
     assert [h["document_id"] for h in mine.structured_content["results"]] == ["own.jsonl/own-1"]
     assert mine.structured_content["results"][0]["source"]["uri"] == "kb://own/documents/own.jsonl%2Fown-1"
     assert {h["metadata"]["tenant"] for h in theirs.structured_content["results"]} == {"acme"}
+
+
+@pytest.fixture
+def no_reranker_models(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Model caches that hold nothing, and no rerank endpoint configured: what a fresh machine has."""
+    for var in ("RERANK_BASE_URL", "RERANK_API_KEY", "HF_HOME", "HF_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TOOLKERNEL_MODELS", str(tmp_path / "models"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path / "models"
+
+
+async def test_search_schema_offers_only_rerankers_and_operators_that_work(
+    built: Path, tmp_path: Path, no_reranker_models: Path
+) -> None:
+    import shutil
+
+    from toolkernel_rag.rerankers import plugin as rerankers
+
+    from .test_rag_rerank_cross_encoder import write_model
+
+    shutil.copytree(built, tmp_path / "kb")
+    async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel(rerankers)) as kb:
+        async with connect_in_memory(kb_server(kb)) as client:
+            [search] = [t for t in (await client.list_tools()).tools if t.name == "search"]
+            schema = search.input_schema
+            offered = next(o for o in schema["properties"]["rerank"]["anyOf"] if "enum" in o)["enum"]
+            # No cross-encoder without its model files, no http without an endpoint.
+            assert offered == ["weighted"]
+            assert "$regex" not in json.dumps(schema)  # Qdrant has no $regex: not even in an example
+            refused = await client.call_tool("search", {"query": "solar", "rerank": "cross-encoder"})
+        assert refused.is_error
+        assert "rerank" in refused.content[0].text
+        assert "ValidationError" not in refused.content[0].text
+
+        # As the server's default it is a clear error naming what is missing, not a pydantic dump.
+        for name, missing in (
+            ("http", "model: Field required"),
+            ("cross-encoder", "is not in a model cache"),
+        ):
+            result = await _search(kb, {"query": "solar", "rerank": True}, KBServerOptions(reranker=name))
+            assert result.is_error
+            text = result.content[0].text
+            assert f"reranker {name!r} cannot be used here" in text, text
+            assert missing in text, text
+            assert "validation error" not in text.lower(), text
+            assert "\n" not in text, text
+
+        # Once its model is in the cache, the cross-encoder is offered (and works).
+        write_model(no_reranker_models / "cross-encoder" / "ms-marco-MiniLM-L-6-v2")
+        async with connect_in_memory(kb_server(kb)) as client:
+            [search] = [t for t in (await client.list_tools()).tools if t.name == "search"]
+            offered = next(o for o in search.input_schema["properties"]["rerank"]["anyOf"] if "enum" in o)
+            assert offered["enum"] == ["weighted", "cross-encoder"]
+            reranked = await client.call_tool("search", {"query": "solar panels", "rerank": "cross-encoder"})
+        assert not reranked.is_error, reranked.content

@@ -7,4 +7,5 @@ be disabled by name like any other plugin.
 BUILTIN_PLUGINS: tuple[tuple[str, str], ...] = (
     ("stdio", "toolkernel._builtin.stdio"),
     ("commands", "toolkernel._builtin.commands"),
+    ("memory-state", "toolkernel._builtin.memory_state"),
 )

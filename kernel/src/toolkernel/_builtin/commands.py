@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from toolkernel import hookimpl
-from toolkernel._builtin import devserver
+from toolkernel._builtin import devserver, workers
 from toolkernel.cli import port_number, positive_seconds
 
 if TYPE_CHECKING:
@@ -62,6 +62,13 @@ def _serve_args(parser: argparse.ArgumentParser) -> None:
     )
     auth_argument(parser)
     parser.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=1,
+        metavar="N",
+        help="serve from N processes on one port (http; stateful mode needs a shared store)",
+    )
+    parser.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -92,6 +99,11 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
         server._kernel = kernel
     import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
 
+    if options.workers > 1 and not workers.is_worker():
+        if args.transport == "stdio":
+            raise ConfigError("--workers applies to network transports (http, sse), not to stdio")
+        workers.check(server.kernel, server, args.transport, options)
+        return workers.supervise(options.workers)
     return server.kernel.serve(server, args.transport, options)
 
 
@@ -127,7 +139,25 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
     extra: dict[str, Any] = {"insecure": True} if args.insecure else {}
     if args.auth is not None:
         extra["auth"] = args.auth
-    return ServeOptions(host=args.host, port=args.port, path=args.path, extra=extra)
+    return ServeOptions(
+        host=args.host,
+        port=args.port,
+        path=args.path,
+        extra=extra,
+        workers=getattr(args, "workers", 1),
+        reuse_port=workers.is_worker(),
+    )
+
+
+def _worker_count(text: str) -> int:
+    """An argparse ``type``: a number of worker processes, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} workers: give 1 or more")
+    return value
 
 
 def _event_loop(choice: str) -> str:

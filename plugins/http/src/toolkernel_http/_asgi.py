@@ -35,11 +35,13 @@ from toolkernel.errors import ConfigError
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
+from toolkernel_http._replicas import Replicas
 from toolkernel_http._responses import screen, send_error, send_refusal, send_too_large
 from toolkernel_http._sessions import SessionTable
 
 if TYPE_CHECKING:
     from toolkernel.server import MCPServer
+    from toolkernel.shared_state import SharedState
     from toolkernel.transports import ServingApp
 
 logger = logging.getLogger("toolkernel.http")
@@ -54,6 +56,9 @@ class MCPHTTPApp(Starlette):
     session_manager: StreamableHTTPSessionManager
     sessions: SessionTable | None
     options: HTTPServerOptions
+    endpoint_path: str
+    shared_state: SharedState | None
+    serving: ServingApp | None
 
     def end_streams(self) -> None:
         """End open GET streams now, so a stopping server need not wait out their clients.
@@ -65,9 +70,21 @@ class MCPHTTPApp(Starlette):
             self.sessions.end_streams()
 
     @contextlib.asynccontextmanager
-    async def lifespan(self, _parent: Any = None) -> AsyncIterator[None]:
-        """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting."""
+    async def lifespan(self, parent: Any = None) -> AsyncIterator[None]:
+        """Run the session manager; pass as ``Starlette(lifespan=mcp_app.lifespan)`` when mounting.
+
+        Mounted with its endpoint at ``path="/"`` (``Mount("/mcp", app)``), the parent would
+        answer ``POST /mcp`` with a 307 to ``/mcp/`` (Starlette's slash redirect), which many
+        clients do not follow for a POST; the mount path itself is routed here instead.
+        """
+        if self.endpoint_path == "/":
+            _route_mount_paths(parent, self)
         async with contextlib.AsyncExitStack() as stack:
+            if self.shared_state is not None:
+                await stack.enter_async_context(self.shared_state.run())
+                worker = getattr(self.serving, "task_worker", None)
+                if self.shared_state.queue is not None and worker is not None:
+                    await stack.enter_async_context(worker(self.shared_state.queue))
             await stack.enter_async_context(self.session_manager.run())
             if self.sessions is not None:
                 await stack.enter_async_context(self.sessions.run())
@@ -76,6 +93,33 @@ class MCPHTTPApp(Starlette):
                 yield
             finally:
                 self.state.started = False
+
+
+class _MountPath:
+    """The bare mount path (``/mcp``), answered by the mounted app as its root (``/mcp/``)."""
+
+    def __init__(self, mount: Mount) -> None:
+        self.mount = mount
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope = {**scope, "path": scope["path"] + "/"}
+        if scope.get("raw_path"):
+            scope["raw_path"] = scope["raw_path"] + b"/"
+        _, child = self.mount.matches(scope)
+        scope.update(child)
+        await self.mount.app(scope, receive, send)
+
+
+def _route_mount_paths(parent: Any, app: MCPHTTPApp) -> None:
+    """In the parent app's routes, put a route for the bare path of each ``Mount`` of ``app``."""
+    routes = getattr(getattr(parent, "router", None), "routes", None)
+    if not isinstance(routes, list):
+        return
+    for index, route in reversed(list(enumerate(routes))):
+        if isinstance(route, Mount) and route.app is app and route.path:
+            bare = [r for r in routes if isinstance(r, Route) and r.path == route.path]
+            if not bare:
+                routes.insert(index, Route(route.path, endpoint=_MountPath(route)))
 
 
 def asgi_app(
@@ -106,6 +150,9 @@ def asgi_app(
     if overrides:
         opts = HTTPServerOptions.model_validate({**dict(opts), **overrides})
     check_exposure(opts, host, authenticated=authenticated or opts.auth is not None)
+    shared: SharedState | None = None
+    if opts.shared_state is not None:
+        server, shared = _share(server, opts.shared_state)
     protocol_server, serving = _resolve(server)
     if opts.stateless and hasattr(protocol_server, "notification_options"):
         # No session, no GET stream: list-changed notifications could never reach a client.
@@ -124,9 +171,21 @@ def asgi_app(
     if not opts.stateless:
         event_store: EventStore | None = None
         if opts.resumable and not opts.json_response:  # a JSON body can never be resumed
+            shared_events = (
+                shared.event_store(
+                    max_events=10_000,
+                    max_bytes=opts.event_retention_bytes,
+                    max_session_bytes=opts.session_event_bytes,
+                    max_age_s=opts.event_retention_s,
+                )
+                if shared is not None and opts.event_store is None
+                else None
+            )
             event_store = (
                 opts.event_store
                 if opts.event_store is not None
+                else shared_events
+                if shared_events is not None
                 else InMemoryEventStore(
                     max_bytes=opts.event_retention_bytes,
                     max_session_bytes=opts.session_event_bytes,
@@ -145,6 +204,7 @@ def asgi_app(
             unused_timeout=opts.unused_session_timeout,
             max_streams_per_session=opts.max_streams_per_session,
             lifespan_state=lambda: manager._lifespan_state,
+            replicas=Replicas(shared) if shared is not None and shared.shared else None,
         )
 
     app = MCPHTTPApp()
@@ -165,9 +225,12 @@ def asgi_app(
     if opts.auth is not None:
         routes = _auth_layer(opts.auth, serving).protect(routes, path=path, serving=serving)
     app.router.routes.extend(routes)
+    app.endpoint_path = path if streamable else ""
     app.session_manager = manager
     app.sessions = sessions
     app.options = opts
+    app.shared_state = shared
+    app.serving = serving
     app.state.started = False
     app.router.lifespan_context = app.lifespan
     hosts, origins = _allowed(opts, host)
@@ -193,6 +256,28 @@ def _auth_layer(auth: Any, serving: ServingApp | None) -> Any:
 
         raise ConfigError("auth by provider name needs a toolkernel MCPServer (its kernel has the providers)")
     return ResourceServer.from_kernel(serving.kernel, auth)
+
+
+def _share(target: Any, url: str) -> tuple[ServingApp, SharedState]:
+    """``target`` as a serving app whose notification bus and tasks are on the store at ``url``.
+
+    Runs before the SDK server is built: its ``subscriptions/listen`` handler takes the
+    bus it finds then.
+    """
+    from toolkernel.server import MCPServer
+    from toolkernel.shared_state import BroadcastSubscriptionBus
+
+    app = target.kernel.serving_app(target) if isinstance(target, MCPServer) else target
+    server = getattr(app, "server", None)
+    if not isinstance(server, MCPServer) or not hasattr(app, "tasks"):
+        raise ConfigError("shared_state needs a toolkernel MCPServer (its kernel has the backends)")
+    if "protocol_server" in vars(app):
+        raise ConfigError("shared_state must be set before the server's protocol handlers are built")
+    state = server.kernel.shared_state(url)
+    if state.shared:
+        server.subscription_bus = BroadcastSubscriptionBus(state.broadcast)
+        app.tasks.share(state.tasks, state.broadcast, state.queue)
+    return app, state
 
 
 def _resolve(target: Any) -> tuple[Server[Any], ServingApp | None]:

@@ -11,6 +11,7 @@ specification's backwards-compatibility section describes.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,7 +22,14 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCRequest
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCRequest,
+)
 from pydantic import ValidationError
 
 from toolkernel.errors import ConfigError
@@ -71,6 +79,8 @@ class _Connection:
         self.headers = dict(options.headers)
         self.factory: Any = settings.http_client_factory or create_mcp_http_client
         self.refusal: tuple[int, str, bool] | None = None
+        self.lost: dict[Any, int] = {}
+        """Requests a gateway answered 502/503/504 without a JSON-RPC body, by id: their server went away."""
 
     def client(self) -> httpx2.AsyncClient:
         """A fresh httpx2 client with the connection's headers, auth and timeouts."""
@@ -87,16 +97,25 @@ class _Connection:
 
     async def _note_refusal(self, response: httpx2.Response) -> None:
         """Remember whether the last POST was refused for want of a token (401) or of scopes (403),
-        and whether it carried one."""
+        and whether it carried one; and which requests a gateway could not deliver (502/503/504
+        with no JSON-RPC body)."""
         if response.request.method == "POST":
             status = response.status_code
             sent = "authorization" in response.request.headers
             challenge = response.headers.get("www-authenticate", "")
             self.refusal = (status, challenge, sent) if status in (401, 403) else None
+            if status in _GATEWAY_LOST and "json" not in response.headers.get("content-type", ""):
+                with contextlib.suppress(ValueError, AttributeError):
+                    self.lost[json.loads(response.request.content).get("id")] = status
 
     def explain(self, message: SessionMessage | Exception) -> SessionMessage | Exception:
-        """``message``, or the SDK's bare error for a refused POST said in words."""
-        if self.refusal is not None and isinstance(message, SessionMessage):
+        """``message``, or the SDK's bare error for a refused or undelivered POST said in words."""
+        if not isinstance(message, SessionMessage):
+            return message
+        error = message.message
+        if isinstance(error, JSONRPCError) and (status := self.lost.pop(error.id, None)) is not None:
+            return _explain_lost(message, status, self.url)
+        if self.refusal is not None:
             return _explain_refusal(message, *self.refusal, self.url)
         return message
 
@@ -264,6 +283,23 @@ def _explain_refusal(
             "(`toolkernel auth login URL`)"
         )
     data = ErrorData(code=INVALID_REQUEST, message=text)
+    return SessionMessage(JSONRPCError(jsonrpc="2.0", id=error.id, error=data))
+
+
+_GATEWAY_LOST = (502, 503, 504)
+
+
+def _explain_lost(reply: SessionMessage, status: int, url: str) -> SessionMessage:
+    """A request a gateway answered 502/503/504 for: its server went away, as a lost connection does.
+
+    Said with the code of a closed connection, so the request may be sent again where that
+    is safe (MCPClient retries idempotent tools); a server's own error keeps its code.
+    """
+    error = reply.message
+    if not isinstance(error, JSONRPCError) or error.error.code != INTERNAL_ERROR:
+        return reply
+    text = f"{url} answered HTTP {status}: the server behind it went away before answering"
+    data = ErrorData(code=CONNECTION_CLOSED, message=text)
     return SessionMessage(JSONRPCError(jsonrpc="2.0", id=error.id, error=data))
 
 

@@ -1,11 +1,16 @@
-"""Connection limits uvicorn lacks: a deadline for request headers and a cap on open connections.
+"""Connection limits uvicorn lacks: a deadline, a size and a count for request headers, and a
+cap on open connections.
 
 uvicorn's keep-alive timer stops at the first byte a client sends, so a client that sends
 its headers a byte at a time (slowloris) holds a connection forever, and nothing bounds
 how many connections are open. This protocol (uvicorn's httptools one) answers a request
 whose headers are not complete ``header_timeout_s`` after the connection opened (or after
 the previous response) with ``408`` and closes it, and answers a connection past
-``max_connections`` with ``503`` at once. Both bodies are JSON-RPC errors, as every refusal.
+``max_connections`` with ``503`` at once. A request whose request line and headers pass
+``max_header_bytes``, or whose headers number more than ``max_headers``, gets ``431`` and the
+connection is closed, before any body is read or any token looked at: httptools gathers a
+header by joining the pieces it has read, so one 128 MB header would otherwise cost seconds of
+the event loop every client shares. All bodies are JSON-RPC errors, as every refusal.
 """
 
 from __future__ import annotations
@@ -26,12 +31,23 @@ def _refusal(status: str, message: str) -> bytes:
     return head.encode() + body
 
 
+LINGER_S = 2.0
+"""Seconds a refused connection is kept open, reading nothing, so the client can read the answer."""
+
+
 class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a header deadline and a connection cap (class attributes)."""
 
     header_timeout_s: float | None = None
     max_connections: int | None = None
+    max_header_bytes: int | None = None
+    max_headers: int | None = None
     _header_timer: asyncio.TimerHandle | None = None
+    _head_bytes = 0
+    """Bytes received since the current request began, while its headers are incomplete."""
+    _in_head = True
+    _header_count = 0
+    _refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if self.max_connections is not None and len(self.connections) >= self.max_connections:
@@ -47,9 +63,72 @@ class GuardedProtocol(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._in_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        # Headers still incomplete after this read: refuse once they pass the limit, so at
+        # most one read (256 KiB) past it is ever parsed.
+        if self._in_head and not self._refused and self._over_bytes(self._head_bytes):
+            self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
+
+    def on_message_begin(self) -> None:
+        self._in_head, self._head_bytes, self._header_count = True, 0, 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        if not self._refused:
+            super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._refused:
+            return
+        self._header_count += 1
+        if self.max_headers is not None and self._header_count > self.max_headers:
+            self._refuse_headers(f"more than {self.max_headers} request headers (max_headers)")
+            return
+        super().on_header(name, value)
+
     def on_headers_complete(self) -> None:
+        self._in_head = False
+        if self._refused:
+            return
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if self._over_bytes(size):
+            self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
+            return
         self._disarm()
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._refused:
+            super().on_message_complete()
+
+    def _over_bytes(self, size: int) -> bool:
+        return self.max_header_bytes is not None and size > self.max_header_bytes
+
+    def _refuse_headers(self, reason: str) -> None:
+        """Answer 431: no application, body or token sees this request.
+
+        The write side is closed at once and whatever else the client sends is dropped unread
+        for up to :data:`LINGER_S`: closing with unread data would reset the connection, and a
+        client still sending would lose the answer.
+        """
+        self._refused = True
+        self._disarm()
+        message = f"Request Header Fields Too Large: {reason}"
+        self.transport.write(_refusal("431 Request Header Fields Too Large", message))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.loop.call_later(LINGER_S, self.transport.close)
+        else:
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -76,7 +155,17 @@ class GuardedProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def guarded_protocol(header_timeout_s: float | None, max_connections: int | None) -> type[Any]:
+def guarded_protocol(
+    header_timeout_s: float | None,
+    max_connections: int | None,
+    max_header_bytes: int | None = None,
+    max_headers: int | None = None,
+) -> type[Any]:
     """A :class:`GuardedProtocol` class with these limits, for ``uvicorn.Config(http=...)``."""
-    limits = {"header_timeout_s": header_timeout_s, "max_connections": max_connections}
+    limits = {
+        "header_timeout_s": header_timeout_s,
+        "max_connections": max_connections,
+        "max_header_bytes": max_header_bytes,
+        "max_headers": max_headers,
+    }
     return type("GuardedProtocol", (GuardedProtocol,), limits)

@@ -160,8 +160,8 @@ class SessionScopedEventStore(EventStore):
         self, stream_id: StreamId, message: JSONRPCMessage | None, size: int | None = None
     ) -> EventId:
         """Store under ``<session><US><stream>`` in the shared store (``size``: the encoded length)."""
-        if isinstance(self._inner, InMemoryEventStore):
-            return await self._inner.store_event(self._prefix + stream_id, message, size)
+        if isinstance(self._inner, InMemoryEventStore) or getattr(self._inner, "accepts_size", False):
+            return await self._inner.store_event(self._prefix + stream_id, message, size)  # type: ignore[call-arg]
         return await self._inner.store_event(self._prefix + stream_id, message)
 
     def release(self) -> None:
@@ -173,6 +173,12 @@ class SessionScopedEventStore(EventStore):
         self, last_event_id: EventId, send_callback: EventCallback
     ) -> StreamId | None:
         """Replay only if ``last_event_id`` belongs to this session; return the unscoped stream id."""
+        session_of = getattr(self._inner, "session_of", None)
+        if session_of is not None:  # the id names its session: one replay suffices
+            if session_of(last_event_id) != self._session_id:
+                return None
+            stream = await self._inner.replay_events_after(last_event_id, send_callback)
+            return None if stream is None else stream[len(self._prefix) :]
         # Learn which stream the id is on (sending nothing), then replay only our own.
         stream = await self._inner.replay_events_after(last_event_id, _discard)
         if stream is None or not stream.startswith(self._prefix):

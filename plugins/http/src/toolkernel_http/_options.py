@@ -29,6 +29,12 @@ class HTTPServerOptions(BaseModel):
         None,
         description="An mcp EventStore backing resumability; default: an InMemoryEventStore per app.",
     )
+    shared_state: str | None = Field(
+        None,
+        description="URL of the store replicas share (redis://HOST:PORT/DB with toolkernel-redis): "
+        "sessions, resumable streams, notifications and tasks then work whichever replica a request "
+        "reaches. None: this process keeps them.",
+    )
     event_retention_bytes: int = Field(
         64 * 1024 * 1024,
         gt=0,
@@ -95,6 +101,15 @@ class HTTPServerOptions(BaseModel):
         10.0,
         gt=0,
         description="Seconds a connection has to send complete request headers (408 after); None: no limit.",
+    )
+    max_header_bytes: int | None = Field(
+        64 * 1024,
+        gt=0,
+        description="Bytes of request line and headers one request may send (431 after, before any "
+        "body or token is read); None: no limit.",
+    )
+    max_headers: int | None = Field(
+        100, gt=0, description="Request headers one request may send (431 past it); None: no limit."
     )
     max_connections: int | None = Field(
         1_000,

@@ -42,14 +42,16 @@ class HTTPServerTransport:
         asgi = asgi_app(
             app, self.http_options, path=self.options.path, host=self.options.host, streamable=self.streamable
         )
-        sock = _bind(self.options.host, self.options.port)
+        sock = _bind(self.options.host, self.options.port, reuse_port=self.options.reuse_port)
         self.port = sock.getsockname()[1]
         from toolkernel_http._connections import guarded_protocol
 
         opts = self.http_options
         config = uvicorn.Config(
             asgi,
-            http=guarded_protocol(opts.header_timeout_s, opts.max_connections),
+            http=guarded_protocol(
+                opts.header_timeout_s, opts.max_connections, opts.max_header_bytes, opts.max_headers
+            ),
             log_level=self.http_options.log_level,
             lifespan="on",
             timeout_graceful_shutdown=int(self.http_options.shutdown_grace_s),
@@ -74,6 +76,35 @@ class HTTPServerTransport:
                 await finished.wait()
             finally:
                 server.should_exit = True
+
+    def check_workers(self, app: ServingApp) -> None:
+        """Refuse to run as several processes where they could not behave as one server.
+
+        Stateless mode shares nothing and needs nothing; stateful mode needs a shared
+        store, or a session opened by one worker would be unknown to the others.
+        """
+        opts = _with_settings(app, self.options.extra)
+        if opts.stateless:
+            return
+        hint = (
+            "set TOOLKERNEL_HTTP_SHARED_STATE=redis://HOST:PORT/DB ([plugins.http] shared_state, "
+            "pip install toolkernel-redis) or serve stateless (TOOLKERNEL_HTTP_STATELESS=true)"
+        )
+        if opts.shared_state is None:
+            raise ConfigError(
+                f"--workers {self.options.workers}: stateful sessions need a store the workers share; {hint}"
+            )
+        if not app.kernel.shared_state(opts.shared_state).shared:
+            raise ConfigError(
+                f"--workers {self.options.workers}: shared_state {opts.shared_state!r} is not shared "
+                f"between processes; {hint}"
+            )
+        if not self.streamable or opts.legacy_sse:
+            # Legacy SSE's stream and its POSTs must meet in one process: say so, keep serving it.
+            print(
+                "toolkernel-http: legacy SSE clients need sticky routing across workers",
+                file=sys.stderr,
+            )
 
     def url(self) -> str:
         """The endpoint URL clients use (the bound port once serving)."""
@@ -123,11 +154,16 @@ def _uvicorn_server(config: Any, app: MCPHTTPApp) -> Any:
     return Server(config)
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (port 0 picks one), with a clear error when taken."""
+def _bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0 picks one), with a clear error when taken.
+
+    ``reuse_port``: one of several worker processes binding the same port (SO_REUSEPORT).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:

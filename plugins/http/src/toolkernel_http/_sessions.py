@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
@@ -36,6 +36,7 @@ from mcp.server.runner import serve_loop
 from mcp.server.streamable_http import REQUEST_CANCELLED, EventStore, check_accept_headers
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
+    CONNECTION_CLOSED,
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -44,15 +45,25 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
+    jsonrpc_message_adapter,
 )
 from mcp_types.version import is_version_at_least
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from toolkernel.shared_state import SessionRecord, StoreUnavailable
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
 from toolkernel.wire import encode_message
 from toolkernel_http._disconnect import DisconnectWatch
 from toolkernel_http._events import SessionScopedEventStore
+from toolkernel_http._replicas import (
+    LIST_CHANGED,
+    WATCH_WRITER_S,
+    Replicas,
+    TouchClock,
+    request_id_of,
+    serve_adopted,
+)
 from toolkernel_http._responses import SSE_HEADERS, screen, send_error, send_json, send_refusal, sse_event
 
 if TYPE_CHECKING:
@@ -174,6 +185,11 @@ class Session(WriteStreamBase):
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     """Orders storing and writing events against replays, as the SDK's single router task does."""
+    replicas: Replicas | None = None
+    """The other replicas sharing this session, when the server runs on a shared store."""
+    adopted: SessionRecord | None = None
+    """The record of a session another replica opened, which this replica serves a copy of."""
+    touched: TouchClock = field(default_factory=TouchClock)
 
     @property
     def headers(self) -> list[tuple[bytes, bytes]]:
@@ -198,9 +214,22 @@ class Session(WriteStreamBase):
         # dispatcher sends its error down the same, still open, stream.
         data = encode_message(message)
         async with self.lock:
-            store = self.event_store if not self.terminated else None
-            event_id = await store.store_event(stream, message, len(data)) if store is not None else None
             sink = self.sinks.get(stream)
+            if (
+                sink is None
+                and self.replicas is not None
+                and stream == GET_STREAM
+                and getattr(message, "method", None) in LIST_CHANGED
+            ):
+                return  # the replica holding the GET stream sends its own
+            store = self.event_store if not self.terminated else None
+            event_id = None
+            if store is not None:
+                try:
+                    event_id = await store.store_event(stream, message, len(data))
+                except StoreUnavailable as exc:
+                    # The response is under way: deliver it, though no one can resume from it.
+                    logger.warning("session %s: event not stored: %s", self.id, exc)
             if final:
                 self.sinks.pop(stream, None)
                 self.live.discard(stream)
@@ -214,6 +243,18 @@ class Session(WriteStreamBase):
                 await sink.write(sse_event(data, event_id), last=final)
                 if sink.closed.is_set():
                     self.sinks.pop(stream, None)
+            elif self.replicas is not None and not self.terminated and stream == GET_STREAM:
+                # Another replica may hold this session's GET stream: it writes the event.
+                event = {"t": "sse", "s": self.id, "id": event_id, "d": data.decode()}
+                with contextlib.suppress(StoreUnavailable):
+                    await self.replicas.publish(event)
+
+    async def deliver_remote(self, event_id: str | None, data: str) -> None:
+        """Write an event another replica produced for this session's GET stream, if it is open here."""
+        async with self.lock:
+            sink = self.sinks.get(GET_STREAM)
+            if isinstance(sink, _Sink):
+                await sink.write(sse_event(data.encode(), event_id))
 
     # -- streams ------------------------------------------------------------------------------
 
@@ -277,8 +318,10 @@ class SessionTable:
         unused_timeout: float | None = None,
         max_sessions_per_client: int | None = None,
         max_streams_per_session: int | None = None,
+        replicas: Replicas | None = None,
     ) -> None:
         self.server = server
+        self.replicas = replicas
         self.serving = serving
         self.json_response = json_response
         self.event_store = event_store
@@ -305,11 +348,14 @@ class SessionTable:
             self._task_group = tg
             if self.idle_timeout is not None or self.unused_timeout is not None:
                 tg.start_soon(self._reap_idle)
+            stop_listening = self.replicas.listen(self._on_broadcast) if self.replicas is not None else None
             try:
                 yield
             finally:
+                if stop_listening is not None:
+                    stop_listening()
                 for session in list(self.sessions.values()):
-                    self._terminate(session)
+                    self._terminate(session)  # with a shared store, the sessions live on elsewhere
                 tg.cancel_scope.cancel()
                 self._task_group = None
 
@@ -324,6 +370,12 @@ class SessionTable:
         method = scope["method"]
         session_id = request.headers.get("mcp-session-id")
         session = self.sessions.get(session_id) if session_id is not None else None
+        if self.replicas is not None and session_id is not None:
+            try:
+                session = await self._shared(session_id, session, scope)
+            except StoreUnavailable as exc:
+                await send_error(send, 503, f"Service Unavailable: {exc}", INTERNAL_ERROR)
+                return
         if session is not None and session.owner != _requestor(scope):
             # A session answers only the credential that opened it; to others it does not exist.
             session = None
@@ -337,7 +389,11 @@ class SessionTable:
             elif method == "GET":
                 await self._get(request, session, send)
             else:
-                self._terminate(session)
+                try:
+                    await self._end(session)
+                except StoreUnavailable as exc:
+                    await send_error(send, 503, f"Service Unavailable: {exc}", INTERNAL_ERROR)
+                    return
                 await send_json(send, 200, b"", session.headers)
         else:
             await send_error(send, 405, "Method Not Allowed", -32600, [(b"allow", b"GET, POST, DELETE")])
@@ -361,7 +417,7 @@ class SessionTable:
         )
         if opening:
             try:
-                session = await self._open(request)
+                session = await self._open(request, message.params or {})  # type: ignore[union-attr]
             except Refused as refused:
                 code = INTERNAL_ERROR if refused.status >= 500 else INVALID_REQUEST
                 await send_error(send, refused.status, refused.message, code)
@@ -375,6 +431,13 @@ class SessionTable:
         if not isinstance(message, JSONRPCRequest):
             # Notifications and the client's answers to our requests: accepted, then dispatched.
             metadata = ServerMessageMetadata(request_context=request)
+            if self.replicas is not None:
+                # The request answered (or cancelled) may be running on another replica's copy.
+                try:
+                    await self.replicas.publish({"t": "client", "s": session.id, "m": body.decode()})
+                except StoreUnavailable as exc:
+                    await send_error(send, 503, f"Service Unavailable: {exc}", INTERNAL_ERROR)
+                    return
             try:
                 await session.put(SessionMessage(message, metadata=metadata))
             except SessionGone:
@@ -397,11 +460,14 @@ class SessionTable:
             await self._serve_request(session, request, message, version, send, opening=opening)
         except SessionGone:
             await send_error(send, 404, _NO_SESSION)
+        except StoreUnavailable as exc:  # raised before the response started (storing its priming event)
+            await send_error(send, 503, f"Service Unavailable: {exc}", INTERNAL_ERROR)
         finally:
             session.in_flight -= 1
             session.idle_since = time.monotonic()
         if session.failed_to_open:
-            self._terminate(session)  # an initialize that failed leaves no session behind
+            with contextlib.suppress(StoreUnavailable):
+                await self._end(session)  # an initialize that failed leaves no session behind
 
     async def _serve_request(
         self,
@@ -467,7 +533,7 @@ class SessionTable:
             error = ErrorData(code=REQUEST_CANCELLED, message="Request cancelled")
             await session.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=message.id, error=error)))
 
-        closers: dict[str, Callable[[], Awaitable[None]]] = {}
+        closers: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
         resumable = session.event_store is not None and not self.json_response
         if resumable and is_version_at_least(version, "2025-11-25"):
             # Only SSE clients that understood the priming event can come back for the rest.
@@ -510,9 +576,16 @@ class SessionTable:
             return
         await _start_sse(send, session)
         sink = _Sink(send, is_get=True)
+        resumed: bool | Callable[[], Coroutine[Any, Any, None]] = True
         if last_event_id is None:
             session.attach(GET_STREAM, sink)
-        elif not await self._resume(session, sink, last_event_id, version):
+        else:
+            try:
+                resumed = await self._resume(session, sink, last_event_id, version)
+            except StoreUnavailable as exc:
+                logger.warning("cannot resume a stream of session %s: %s", session.id, exc)
+                resumed = False
+        if resumed is False:
             await sink.end()
             return
         session.in_flight += 1
@@ -520,6 +593,8 @@ class SessionTable:
             async with anyio.create_task_group() as tg:
                 # The stream lives until the client leaves or the stream is closed from our side.
                 tg.start_soon(_until_disconnected, request.receive, tg.cancel_scope)
+                if callable(resumed):
+                    tg.start_soon(resumed)
                 await sink.closed.wait()
                 tg.cancel_scope.cancel()
         finally:
@@ -541,19 +616,32 @@ class SessionTable:
         )
         await send_json(send, 429, encode_message(error), session.headers)
 
-    async def _resume(self, session: Session, sink: _Sink, last_event_id: str, version: str) -> bool:
-        """Replay what came after ``last_event_id``; keep ``sink`` open if its stream is still live."""
+    async def _resume(
+        self, session: Session, sink: _Sink, last_event_id: str, version: str
+    ) -> bool | Callable[[], Coroutine[Any, Any, None]]:
+        """Replay what came after ``last_event_id``; keep ``sink`` open if its stream is still live.
+
+        Returns whether ``sink`` stays attached, or (a request served by another replica)
+        what follows that replica's further events onto ``sink``.
+        """
         assert session.event_store is not None
+        last = last_event_id
+        answered = False
 
         async def replay(event: Any) -> None:
+            nonlocal last, answered
             await sink.write(sse_event(encode_message(event.message), event.event_id))
+            last = event.event_id
+            answered = answered or isinstance(event.message, JSONRPCResponse | JSONRPCError)
 
         async with session.lock:
             stream = await session.event_store.replay_events_after(last_event_id, replay)
             if stream is None or sink.closed.is_set():
                 return False
             if stream != GET_STREAM and stream not in session.live:
-                return False  # the request was answered and its response replayed: nothing to wait for
+                if self.replicas is None or answered:
+                    return False  # the request was answered and its response replayed: nothing to wait for
+                return await self._follower(session, sink, stream, last)
             previous = session.sinks.get(stream)
             if previous is not None:
                 previous.closed.set()  # its owner ends that response; this one carries the stream now
@@ -563,9 +651,52 @@ class SessionTable:
             await sink.write(priming)
         return True
 
+    async def _follower(
+        self, session: Session, sink: _Sink, stream: str, last: str
+    ) -> bool | Callable[[], Coroutine[Any, Any, None]]:
+        """What carries on a request stream another replica serves: its events from the store as
+        they come, or an error for the request once that replica is gone."""
+        replicas, store = self.replicas, self.event_store
+        assert replicas is not None
+        follow = getattr(store, "follow", None)
+        last_writer = getattr(store, "last_writer", None)
+        writer = await last_writer(session.id, stream) if last_writer is not None else None
+
+        async def lost() -> None:
+            message = (
+                f"the server replica handling this request stopped before answering (shared state "
+                f"{replicas.store}); send the request again"
+            )
+            # The code of a lost connection: clients send idempotent requests again on it.
+            lost_code = ErrorData(code=CONNECTION_CLOSED, message=message)
+            error = JSONRPCError(jsonrpc="2.0", id=request_id_of(stream), error=lost_code)
+            await sink.write(sse_event(encode_message(error)), last=True)
+
+        if follow is None or not await replicas.writer_alive(writer):
+            await lost()
+            return False
+
+        async def carry() -> None:
+            try:
+                async for event in follow(last, int(WATCH_WRITER_S * 1000)):
+                    if event is None:
+                        if not await replicas.writer_alive(writer):
+                            await lost()
+                            return
+                        continue
+                    final = isinstance(event.message, JSONRPCResponse | JSONRPCError)
+                    await sink.write(sse_event(encode_message(event.message), event.event_id), last=final)
+                    if final:
+                        return
+            except StoreUnavailable as exc:
+                logger.warning("stopped following a stream of session %s: %s", session.id, exc)
+            await sink.end()
+
+        return carry
+
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def _open(self, request: Request) -> Session:
+    async def _open(self, request: Request, initialize: dict[str, Any]) -> Session:
         """A new session for ``request``'s client; :class:`Refused` when it may not have one."""
         if self._task_group is None:
             raise RuntimeError("toolkernel-http: the session table is not running")
@@ -588,12 +719,95 @@ class SessionTable:
         store = (
             SessionScopedEventStore(self.event_store, session_id) if self.event_store is not None else None
         )
-        session = Session(session_id, owner, client, self.json_response, store, self.retry_ms)
+        session = Session(
+            session_id, owner, client, self.json_response, store, self.retry_ms, replicas=self.replicas
+        )
+        if self.replicas is not None:
+            # Recorded before the client learns the id: its next request may reach any replica.
+            record = SessionRecord(session_id, dict(owner) if owner else None, client, dict(initialize))
+            ttl = self.unused_timeout if self.unused_timeout is not None else self.idle_timeout
+            try:
+                await self.replicas.state.sessions.save(record, ttl)
+            except StoreUnavailable as exc:
+                raise Refused(503, f"Service Unavailable: {exc}") from None
         self.sessions[session_id] = session
         self.unproven[session_id] = session
         self.clients.setdefault(client, {})[session_id] = session
         await self._task_group.start(self._serve_session, session)
         return session
+
+    async def _shared(self, session_id: str, session: Session | None, scope: Scope) -> Session | None:
+        """The session ``session_id`` as this replica serves it: adopted from the registry when another
+        replica opened it; ``None`` once it ended anywhere. Keeps its registry entry alive."""
+        assert self.replicas is not None
+        registry = self.replicas.state.sessions
+        if session is None:
+            record = await registry.load(session_id)
+            if record is None or record.owner != _requestor(scope):
+                return None
+            session = self.sessions.get(session_id)  # adopted by a request that came meanwhile
+            if session is None:
+                session = await self._adopt(record)
+        else:
+            fresh = session.proven and not session.touched.due(self.idle_timeout)
+            if fresh or session.owner != _requestor(scope):
+                return session
+        if not await registry.touch(session_id, self.idle_timeout):
+            self._terminate(session)  # ended, or expired, elsewhere
+            return None
+        session.touched = TouchClock()
+        return session
+
+    async def _adopt(self, record: SessionRecord) -> Session:
+        """Serve a copy of a session another replica opened (see :mod:`toolkernel_http._replicas`)."""
+        if self._task_group is None:
+            raise RuntimeError("toolkernel-http: the session table is not running")
+        session_id = record.session_id
+        store = (
+            SessionScopedEventStore(self.event_store, session_id) if self.event_store is not None else None
+        )
+        owner: Any = record.owner
+        session = Session(
+            session_id,
+            owner,
+            record.client,
+            self.json_response,
+            store,
+            self.retry_ms,
+            replicas=self.replicas,
+            adopted=record,
+            proven=True,
+        )
+        self.sessions[session_id] = session
+        self.clients.setdefault(record.client, {})[session_id] = session
+        await self._task_group.start(self._serve_session, session)
+        return session
+
+    async def _end(self, session: Session) -> None:
+        """End ``session`` for good: here, and with a shared store on every replica."""
+        self._terminate(session)
+        if self.replicas is None:
+            return
+        await self.replicas.state.sessions.drop(session.id)
+        forget = getattr(self.event_store, "forget", None)
+        if forget is not None:
+            await forget(session.id)
+        await self.replicas.publish({"t": "end", "s": session.id})
+
+    def _on_broadcast(self, message: dict[str, Any]) -> None:
+        """Another replica ended a session, wrote an event for a GET stream, or passed on a client message."""
+        assert self.replicas is not None
+        session = self.sessions.get(str(message.get("s")))
+        if session is None:
+            return
+        kind = message.get("t")
+        if kind == "end":
+            self._terminate(session)
+        elif kind == "sse":
+            self.replicas.spawn(session.deliver_remote(message.get("id"), str(message.get("d"))))
+        elif kind == "client":
+            item = SessionMessage(jsonrpc_message_adapter.validate_json(str(message.get("m")), by_name=False))
+            self.replicas.spawn(_put_quietly(session, item))
 
     def reclaim_unused(self) -> bool:
         """End the oldest session that never made a second request and is idle; whether there was one."""
@@ -620,21 +834,39 @@ class SessionTable:
             try:
                 with session.scope:
                     task_status.started()
-                    await serve_loop(
-                        self.server,
-                        session.inbox,
-                        session,
-                        lifespan_state=self.lifespan_state(),
-                        session_id=session.id,
-                    )
+                    if session.adopted is not None:
+                        await serve_adopted(
+                            self.server,
+                            session.inbox,
+                            session,
+                            lifespan_state=self.lifespan_state(),
+                            session_id=session.id,
+                            initialize=session.adopted.initialize,
+                            on_connection=self._track,
+                        )
+                    else:
+                        await serve_loop(
+                            self.server,
+                            session.inbox,
+                            session,
+                            lifespan_state=self.lifespan_state(),
+                            session_id=session.id,
+                        )
             except Exception:
                 logger.exception("session %s crashed", session.id)
             finally:
                 self._terminate(session)
                 session.close_all()  # after the loop: its last answers (connection closed) go first
 
+    def _track(self, connection: Any) -> None:
+        """An adopted session's connection hears list-change notifications like one opened here."""
+        server = getattr(self.serving, "server", None)
+        if server is not None:
+            server.track_connection(connection)
+
     def _terminate(self, session: Session) -> None:
-        """End ``session``: later requests get 404, its loop and open streams stop."""
+        """End ``session`` here: later requests get 404 (or, with a shared store, adopt it again),
+        its loop and open streams stop."""
         if session.terminated:
             return
         session.terminated = True
@@ -646,7 +878,7 @@ class SessionTable:
             if not mine:
                 del self.clients[session.client]
         session.scope.cancel()
-        if session.event_store is not None:
+        if session.event_store is not None and self.replicas is None:
             session.event_store.release()  # nobody can resume an ended session
 
     async def _reap_idle(self) -> None:
@@ -666,6 +898,15 @@ class SessionTable:
                     if session.in_flight == 0 and now - session.idle_since > self.idle_timeout:
                         logger.info("session %s idle timeout", session.id)
                         self._terminate(session)
+                    elif self.replicas is not None and session.touched.due(self.idle_timeout):
+                        # A long GET stream is use too: keep the session alive for other replicas.
+                        session.touched = TouchClock()
+                        self.replicas.spawn(self.replicas.state.sessions.touch(session.id, self.idle_timeout))
+
+
+async def _put_quietly(session: Session, item: SessionMessage) -> None:
+    with contextlib.suppress(SessionGone):
+        await session.put(item)
 
 
 async def _start_sse(send: Send, session: Session) -> None:

@@ -15,9 +15,11 @@ the catalog.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -373,7 +375,7 @@ class KnowledgeBase:
         """The embedder the manifest names (made on first use)."""
         if self._embedder is None:
             spec = self.manifest.embedder
-            embedder = self.kernel.embedder(spec.name, **spec.options)
+            embedder = shared_embedder(self.kernel, spec.name, spec.options)
             if embedder.dimension != spec.dimension:
                 raise KBError(
                     f"knowledge base {self.name!r}: embedder {spec.name!r} now makes vectors of dimension "
@@ -401,9 +403,39 @@ class KnowledgeBase:
         return self._chunkers[key]
 
     def reranker(self, name: str) -> Reranker:
+        """The reranker ``name``, made once; one that cannot work here is a :class:`KBError` saying why.
+
+        A reranker may have a ``check()`` method that raises when it cannot work in this
+        deployment (the cross-encoder without its model files); it is called before first use.
+        """
         if name not in self._rerankers:
-            self._rerankers[name] = self.kernel.reranker(name)
+            from pydantic import ValidationError
+
+            try:
+                made = self.kernel.reranker(name)
+                check = getattr(made, "check", None)
+                if callable(check):
+                    check()
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in exc.errors()
+                )
+                raise KBError(f"reranker {name!r} cannot be used here: {problems}") from None
+            except (ValueError, LookupError, OSError) as exc:
+                raise KBError(f"reranker {name!r} cannot be used here: {exc}") from None
+            self._rerankers[name] = made
         return self._rerankers[name]
+
+    def usable_rerankers(self) -> list[str]:
+        """The registered rerankers that can work in this deployment (made and checked without error)."""
+        usable = []
+        for name in self.kernel.rerankers:
+            try:
+                self.reranker(name)
+            except KBError:
+                continue
+            usable.append(name)
+        return usable
 
     @property
     def modes(self) -> list[str]:
@@ -515,7 +547,7 @@ class KnowledgeBase:
             if options == spec.options:
                 self._query_embedder = self.embedder
             else:
-                embedder = self.kernel.embedder(spec.name, **options)
+                embedder = shared_embedder(self.kernel, spec.name, options)
                 if embedder.dimension != spec.dimension:
                     raise KBError(
                         f"query_embedder_options make {spec.name!r} return vectors of dimension "
@@ -807,7 +839,7 @@ async def _new_manifest(
     if embedder_options is None and embedder is None:
         embedder_options = settings.embedder_options
     try:
-        made = kernel.embedder(embedder_name, **dict(embedder_options or {}))
+        made = shared_embedder(kernel, embedder_name, dict(embedder_options or {}))
     except LookupError as exc:
         raise KBError(f"--embedder {embedder_name!r}: {_message(exc)}") from None
     store_name = store or settings.store
@@ -876,6 +908,19 @@ def _remove_unfinished(directory: Path) -> None:
 
     if read_manifest(directory) is None:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+_embedders: weakref.WeakKeyDictionary[Kernel, dict[str, Embedder]] = weakref.WeakKeyDictionary()
+
+
+def shared_embedder(kernel: Kernel, name: str, options: Mapping[str, Any]) -> Embedder:
+    """The embedder ``name`` with ``options``, made once per kernel: every knowledge base a process
+    opens (a writer, then a reader, or one per tenant) shares the loaded model."""
+    key = json.dumps([name, dict(options)], sort_keys=True, default=str)
+    made = _embedders.setdefault(kernel, {})
+    if key not in made:
+        made[key] = kernel.embedder(name, **options)
+    return made[key]
 
 
 def rag_settings(kernel: Kernel) -> RagSettings:

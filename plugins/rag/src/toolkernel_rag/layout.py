@@ -135,7 +135,10 @@ def read_manifest(directory: Path) -> Manifest | None:
     try:
         return Manifest.model_validate(raw)
     except ValidationError as exc:
-        raise KBError(f"knowledge base {str(directory)!r}: {MANIFEST} is invalid: {exc}") from None
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in e['loc']) or 'manifest'}: {e['msg']}" for e in exc.errors()
+        )
+        raise KBError(f"knowledge base {str(directory)!r}: {MANIFEST} is invalid: {problems}") from None
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:

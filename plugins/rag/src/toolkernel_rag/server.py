@@ -165,7 +165,7 @@ def kb_tools(kb: KnowledgeBase, options: KBServerOptions) -> list[Tool]:
 
 
 def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
-    rerankers = list(kb.kernel.rerankers)
+    rerankers = kb.usable_rerankers()  # only those that will work: a model never sees the others
     schema = search_input_schema(
         supported_operators=kb.supported_filter_operators,
         modes=kb.modes,

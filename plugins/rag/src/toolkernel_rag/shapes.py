@@ -151,7 +151,7 @@ def search_input_schema(
             "filter": {
                 **built["node"],
                 "description": (
-                    'Mongo-style metadata filter, e.g. {"path": {"$regex": "^docs/"}}. '
+                    f"Mongo-style metadata filter, e.g. {_filter_example(supported_operators)}. "
                     f"Operators this knowledge base supports: {ops}."
                 ),
             },
@@ -169,6 +169,15 @@ def search_input_schema(
         "required": ["query"],
         "additionalProperties": False,
     }
+
+
+def _filter_example(supported: Collection[str]) -> str:
+    """An example filter that uses only ``supported`` operators (a model copies what it is shown)."""
+    if "$regex" in supported:
+        return '{"path": {"$regex": "^docs/"}}'
+    if "$in" in supported:
+        return '{"kind": {"$in": ["markdown", "html"]}}'
+    return '{"kind": "markdown"}'
 
 
 def output_schema() -> dict[str, Any]:

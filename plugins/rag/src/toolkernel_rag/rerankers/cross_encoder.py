@@ -202,6 +202,10 @@ class CrossEncoderReranker:
         """``cross-encoder:<model>``."""
         return f"cross-encoder:{self._options.model}"
 
+    def check(self) -> None:
+        """Raise :class:`RerankError` when the model files cannot be found (cheap: no model is loaded)."""
+        locate(self._options.model, self._options.onnx_file)
+
     async def load(self) -> None:
         """Find and load the model now (otherwise the first ``score`` does); errors name what is missing."""
         await self._loaded()

@@ -1,0 +1,1 @@
+"""toolkernel-redis: the shared state of toolkernel replicas on Redis (``redis://`` URLs)."""
