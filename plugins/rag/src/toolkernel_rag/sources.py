@@ -7,9 +7,9 @@ CSV, notebooks, Office files, EPUB, PDF, source code); a file without a suffix g
 reader of ``""`` when its content is text. A file is one document whose id is its path
 relative to the source directory (a single file: its name); a file of records (``.jsonl``)
 gives one document per record with the record's id. The knowledge base qualifies these ids
-with the source's key (:func:`qualified_id`), so they are unique across sources. A file that cannot be read is
-reported with a one-line reason and skipped; files of types no reader knows are reported
-as one line per directory walk.
+with the source's key (:func:`qualified_id`), so they are unique across sources. A file
+that cannot be read is reported with a one-line reason and skipped; files of types no
+reader knows are reported as one line per directory walk.
 """
 
 from __future__ import annotations
