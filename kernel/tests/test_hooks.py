@@ -96,6 +96,7 @@ def test_every_hookspec_is_covered_here():
             "on_session_stop",
             "register_settings",
             "register_commands",
+            "register_shared_state",
         ]
     )
 
@@ -485,6 +486,42 @@ def test_register_readers(kernel_with, tmp_path):
         ReaderRegistry().add("bad", lambda path: [], suffixes=".docx")
     with pytest.raises(RegistrationError, match="callable"):
         ReaderRegistry().add("bad", object(), suffixes=[".x"])
+
+
+class TenantState:
+    """A shared-state backend for ``tenant://NAME``: one in-process state per URL."""
+
+    def __init__(self) -> None:
+        self.made: dict[str, Any] = {}
+
+    @hookimpl
+    def register_shared_state(self, registry):
+        from toolkernel.shared_state import MemorySharedState
+
+        registry.add("tenant", lambda url: self.made.setdefault(url, MemorySharedState(url)))
+
+
+@pytest.mark.anyio
+async def test_register_shared_state(kernel_with):
+    from toolkernel.errors import RegistrationError
+    from toolkernel.registries import SharedStateRegistry
+    from toolkernel.shared_state import SharedState
+
+    plugin = TenantState()
+    kernel = kernel_with(plugin)
+    assert sorted(kernel.shared_states) == ["memory", "tenant"]
+    state = kernel.shared_state("tenant://a")
+    assert isinstance(state, SharedState)
+    assert state is kernel.shared_state("tenant://a") is plugin.made["tenant://a"]
+    assert kernel.shared_state("tenant://b") is not state
+    async with state.run():
+        assert await state.secret("k") == await state.secret("k")
+    with pytest.raises(ConfigError, match=r"no installed plugin serves nosuch:// URLs; known: memory://, tenant://"):
+        kernel.shared_state("nosuch://x")
+    with pytest.raises(ConfigError, match="expected a URL"):
+        kernel.shared_state("tenant")
+    with pytest.raises(RegistrationError, match="callable"):
+        SharedStateRegistry().add("bad", object())
 
 
 def test_register_kb_extensions(kernel_with):
