@@ -159,7 +159,12 @@ class KBContext(Protocol):
 
     @property
     def directory(self) -> Path:
-        """A directory of this extension's own inside the knowledge base (created on first use)."""
+        """A directory of this extension's own inside the knowledge base (created on first use).
+
+        Only a knowledge base opened by its writer creates it or may write into it; readers
+        (servers) get the path to read from, which may not exist yet. A reader reopens its
+        extensions when the writer has changed the knowledge base, so state saved by the
+        writer is reloaded then."""
 
     @property
     def embedder(self) -> str:

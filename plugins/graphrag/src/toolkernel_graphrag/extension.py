@@ -77,9 +77,14 @@ class GraphExtension:
             directory = self.context.directory
             try:
                 self._graph = ChunkGraph.load(directory, self.settings)
-            except GraphStateError:
+            except GraphStateError as exc:
                 if (directory / "graph.npz").exists():
-                    raise
+                    # Damaged or built otherwise: rebuilt from the catalog, not by re-ingesting
+                    # (the catalog says every document is already in the graph).
+                    kb_dir = directory.parent.parent
+                    raise GraphStateError(
+                        f"{str(exc).split('; rebuild')[0]}: run 'toolkernel kb repair --kb {kb_dir}'"
+                    ) from None
                 self._graph = ChunkGraph(self.settings)
             self._walker = GraphWalker(self._graph, self.walk)
         return self._graph

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from toolkernel.errors import ToolkernelError
 from toolkernel_graphrag.links import document_keys, extract_links
 from toolkernel_graphrag.normalise import Normalisation, normalise
 from toolkernel_graphrag.phrases import sub_phrases
@@ -44,7 +46,7 @@ FloatArray = npt.NDArray[np.float64]
 Vectors = npt.NDArray[np.float32]
 
 
-class GraphStateError(RuntimeError):
+class GraphStateError(ToolkernelError, RuntimeError):
     """The persisted graph cannot be read: missing, from another format version, or inconsistent."""
 
 
@@ -569,7 +571,7 @@ class ChunkGraph:
             raise GraphStateError(
                 f"no graph at {path}: ingest the knowledge base with the graph enabled"
             ) from None
-        except (ValueError, KeyError, OSError) as error:
+        except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
             raise GraphStateError(
                 f"{path} is not a readable graph ({error}); rebuild it by re-ingesting"
             ) from None

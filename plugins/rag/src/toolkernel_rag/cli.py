@@ -330,16 +330,9 @@ def _delete(args: argparse.Namespace) -> int:
     directory = resolve_kb(args.kb)
     if read_manifest(directory) is None:
         raise KBError(f"no knowledge base at {str(directory)!r}")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise KBError(f"kb delete --kb {args.kb}: no terminal to confirm on; pass --yes to delete")
-        try:
-            answer = input(f"delete the knowledge base at {directory}? [y/N] ")
-        except EOFError:
-            answer = ""
-        if answer.strip().lower() not in ("y", "yes"):
-            print("not deleted", file=sys.stderr)
-            return 1
+    if not args.yes and not _confirm(f"delete the knowledge base at {directory}?", "kb delete"):
+        print("not deleted", file=sys.stderr)
+        return 1
     lock = WriterLock(directory)
     lock.acquire(args.wait)  # never delete under a running ingest
     try:
