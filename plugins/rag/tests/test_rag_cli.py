@@ -118,7 +118,7 @@ def test_delete_without_a_terminal_asks_for_yes(corpus: Path, tmp_path: Path) ->
         env={**os.environ, "TOOLKERNEL_KB_HOME": str(tmp_path / "kb-home")},
     )
     assert done.returncode == 2
-    [line] = done.stderr.splitlines()
-    assert line.startswith("toolkernel: error: kb delete: no terminal to confirm on (delete the knowledge")
-    assert line.endswith("pass --yes to go ahead")
+    assert done.stderr.splitlines() == [
+        "toolkernel: error: kb delete --kb kb1: no terminal to confirm on; pass --yes to delete"
+    ]
     assert (tmp_path / "kb-home" / "kb1" / "manifest.json").exists()

@@ -9,9 +9,11 @@ service libraries are imported inside the functions, so importing this module is
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -32,6 +34,9 @@ __all__ = [
     "free_port",
     "log_tail",
     "postgres_server",
+    "postgres_standby",
+    "start_postgres",
+    "stop_postgres",
 ]
 
 LOG_TAIL_LINES = 40
@@ -63,6 +68,10 @@ class PostgresService:
     uri: str
     data_dir: Path
     log_path: Path
+    bin_path: Path | None = None
+    """Postgres's programs (pg_ctl, pg_basebackup…), for :func:`stop_postgres` and friends."""
+    system_user: str | None = None
+    """The unprivileged user Postgres runs as when the tests run as root."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +126,115 @@ def postgres_server(
     _open_path_for_others(data_dir.parent)
     server = _start_pgserver(pgserver.get_server, data_dir, log_path, timeout)
     try:
-        service = PostgresService(uri=server.get_uri(), data_dir=data_dir, log_path=log_path)
+        service = PostgresService(
+            uri=server.get_uri(),
+            data_dir=data_dir,
+            log_path=log_path,
+            bin_path=Path(server.bin_path),
+            system_user=getattr(server, "system_user", None),
+        )
         psql = server.bin_path / "psql"
         for extension in extensions:
             _run_sql(psql, service, f'CREATE EXTENSION IF NOT EXISTS "{extension}"', timeout)
         yield service
     finally:
         server.cleanup()
+
+
+def _pg_program(service: PostgresService, program: str, *args: str, timeout: float) -> None:
+    """Run one of Postgres's programs as the user Postgres runs as; fail with its output."""
+    if service.bin_path is None:
+        raise ServiceStartError(f"{service.data_dir}: no Postgres programs known for this service")
+    cmd = [str(service.bin_path / program), *args]
+    if service.system_user:
+        cmd = ["runuser", "-u", service.system_user, "--", *cmd]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise ServiceStartError(f"{program} {' '.join(args)} did not finish within {timeout:.0f}s") from exc
+    if proc.returncode != 0:
+        raise ServiceStartError(
+            f"{program} {' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}\n"
+            f"log tail:\n{log_tail(service.log_path)}"
+        )
+
+
+def _socket_options(data_dir: Path) -> str:
+    """How pgserver starts Postgres: no TCP, its socket in the data directory."""
+    return f"-h '' -k {data_dir}"
+
+
+def stop_postgres(service: PostgresService, timeout: float = 30.0) -> None:
+    """Stop a running service (fast shutdown: open sessions are cut), as an outage would."""
+    _pg_program(service, "pg_ctl", "-w", "-D", str(service.data_dir), "stop", "-m", "fast", timeout=timeout)
+
+
+def start_postgres(service: PostgresService, timeout: float = 60.0) -> None:
+    """Start a service stopped by :func:`stop_postgres` again, on the same socket."""
+    _pg_program(
+        service,
+        "pg_ctl",
+        "-w",
+        "-D",
+        str(service.data_dir),
+        "-o",
+        _socket_options(service.data_dir),
+        "-l",
+        str(service.log_path),
+        "start",
+        timeout=timeout,
+    )
+
+
+@contextmanager
+def postgres_standby(
+    primary: PostgresService, directory: Path, *, timeout: float = 60.0
+) -> Iterator[PostgresService]:
+    """A hot standby of ``primary`` (streaming replication), read-only, stopped on exit.
+
+    ``pg_basebackup -R`` copies the primary and writes the replication settings; the standby
+    serves reads on its own socket in ``directory`` while it replays the primary's WAL.
+    """
+    data_dir = Path(directory).resolve() / "standby"
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    _open_path_for_others(data_dir.parent)
+    log_path = data_dir.parent / "standby.log"
+    source = str(primary.data_dir)
+    _pg_program(
+        primary,
+        "pg_basebackup",
+        "-h",
+        source,
+        "-U",
+        "postgres",
+        "-D",
+        str(data_dir),
+        "-R",
+        "-X",
+        "stream",
+        "-c",
+        "fast",  # checkpoint now: a spread one waits up to checkpoint_timeout (5 min)
+        timeout=timeout,
+    )
+    # The primary keeps its socket in its data directory: the copy must not inherit its lock.
+    for stale in data_dir.glob(".s.PGSQL.*"):
+        stale.unlink()
+    standby = PostgresService(
+        uri=f"postgresql://postgres:@/postgres?host={data_dir}",
+        data_dir=data_dir,
+        log_path=log_path,
+        bin_path=primary.bin_path,
+        system_user=primary.system_user,
+    )
+    if primary.system_user and not log_path.exists():
+        log_path.touch()
+        shutil.chown(log_path, primary.system_user)
+    start_postgres(standby, timeout)
+    try:
+        yield standby
+    finally:
+        with contextlib.suppress(ServiceStartError):
+            stop_postgres(standby)
 
 
 def _start_pgserver(

@@ -4,14 +4,18 @@
 tool to the knowledge base's server.
 
 Ingestion hands over every chunk of each changed document and the ids of deleted ones; the
-graph replaces what it held for those documents and is written to the extension's directory
-inside the knowledge base after every batch, so a killed run loses nothing the knowledge base
-will not deliver again.
+graph replaces what it held for those documents and is saved as the knowledge base's state of
+this extension after every batch (:meth:`KBContext.save_state`: a file in the embedded
+knowledge base, a row in PostgreSQL), so a killed run loses nothing the knowledge base will
+not deliver again. A server checks the saved version at most every :data:`REFRESH_SECONDS`
+and reloads the graph when a writer replaced it.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +33,12 @@ if TYPE_CHECKING:
     from toolkernel.entities import EntityExtractor
     from toolkernel.knowledge import ServedSearch
     from toolkernel.tools import Tool
+
+GRAPH_KEY = "graph.npz"
+"""The state key the graph is saved under (the file name it always had in a KB directory)."""
+
+REFRESH_SECONDS = 1.0
+"""How often a server asks whether a writer saved a newer graph."""
 
 FILTER_CACHE = 32
 """Filters whose allowed-chunk masks are kept between queries (a server's mandatory filter repeats)."""
@@ -66,28 +76,60 @@ class GraphExtension:
         self.walk = walk or WalkSettings()
         self.mastra = mastra or MastraSettings()
         self._graph: ChunkGraph | None = None
+        self._version: str | None = None
+        self._checked = -math.inf
         self._walker: GraphWalker | None = None
         self._masks: dict[str, npt.NDArray[np.bool_]] = {}
         self._lock = anyio.Lock()
 
     @property
     def graph(self) -> ChunkGraph:
-        """The graph, read from the knowledge base's directory on first use (empty if none yet)."""
+        """The graph as last loaded (:meth:`refresh` loads it)."""
         if self._graph is None:
-            directory = self.context.directory
-            try:
-                self._graph = ChunkGraph.load(directory, self.settings)
-            except GraphStateError as exc:
-                if (directory / "graph.npz").exists():
-                    # Damaged or built otherwise: rebuilt from the catalog, not by re-ingesting
-                    # (the catalog says every document is already in the graph).
-                    kb_dir = directory.parent.parent
-                    raise GraphStateError(
-                        f"{str(exc).split('; rebuild')[0]}: run 'toolkernel kb repair --kb {kb_dir}'"
-                    ) from None
-                self._graph = ChunkGraph(self.settings)
-            self._walker = GraphWalker(self._graph, self.walk)
+            raise GraphStateError(f"the graph of knowledge base {self.context.name!r} is not loaded")
         return self._graph
+
+    async def refresh(self, *, force: bool = False) -> ChunkGraph:
+        """The saved graph, reloaded when a writer replaced it (checked every :data:`REFRESH_SECONDS`)."""
+        now = time.monotonic()
+        if self._graph is not None and not force and now - self._checked < REFRESH_SECONDS:
+            return self._graph
+        state = await self.context.load_state(GRAPH_KEY, unless=self._version)
+        self._checked = now
+        if state is None:
+            if self._graph is None or self._version is not None:
+                self._install(ChunkGraph(self.settings), None)
+        elif state.data is not None:
+            data, where = state.data, self._where()
+            try:
+                graph = await anyio.to_thread.run_sync(lambda: ChunkGraph.loads(data, self.settings, where))
+            except GraphStateError as exc:
+                # Rebuilt from the catalog by kb repair; re-ingesting does nothing (the catalog
+                # says every document is already in the graph).
+                raise GraphStateError(
+                    f"{str(exc).split('; rebuild')[0]}: run 'toolkernel kb repair --kb {self._kb_argument()}'"
+                ) from None
+            self._install(graph, state.version)
+        return self.graph
+
+    def _where(self) -> str:
+        """The saved graph, as an error names it: its file when the knowledge base is a directory."""
+        try:
+            return str(self.context.directory / GRAPH_KEY)
+        except Exception:
+            return f"the graph of knowledge base {self.context.name!r}"
+
+    def _kb_argument(self) -> str:
+        """What ``--kb`` takes to reach this knowledge base: its directory, else its name."""
+        try:
+            return str(self.context.directory.parent.parent)
+        except Exception:
+            return self.context.name
+
+    def _install(self, graph: ChunkGraph, version: str | None) -> None:
+        self._graph, self._version = graph, version
+        self._walker = GraphWalker(graph, self.walk)
+        self._masks.clear()
 
     @property
     def walker(self) -> GraphWalker:
@@ -115,14 +157,16 @@ class GraphExtension:
         ]
         replaced = set(batch.deleted) | {d.document_id for d in batch.upserted}
         async with self._lock:
-            graph = self.graph
+            # Start from what the last writer saved: the caller holds this extension's write lock.
+            graph = await self.refresh(force=True)
 
-            def apply() -> None:
+            def apply() -> bytes:
                 # The matrix is assembled when a query first needs it, not after every batch.
                 graph.apply(chunks, surfaces, delete_documents=replaced)
-                graph.save(self.context.directory)
+                return graph.dumps()
 
-            await anyio.to_thread.run_sync(apply)
+            data = await anyio.to_thread.run_sync(apply)
+            self._version = await self.context.save_state(GRAPH_KEY, data)
             self.walker.invalidate()
             self._masks.clear()
 
@@ -152,8 +196,8 @@ class GraphExtension:
             return await self._mastra(request)
         if mode != "graph":
             raise ValueError(f"toolkernel-graphrag answers modes graph and mastra, not {mode!r}")
+        graph = await self.refresh()
         seeds = await request.seeds(self.walk.seeds)
-        graph = self.graph
         if seeds and not len(graph):
             raise self._empty_graph()
         [surfaces] = await self.extractor.extract([request.query])
@@ -174,7 +218,7 @@ class GraphExtension:
         defaults = self.mastra.model_dump(by_alias=True)
         options = MastraSettings.model_validate({**defaults, **dict(request.options)})
         query = np.asarray(await request.query_vector(), dtype=np.float32)
-        graph = self.graph
+        graph = await self.refresh()
         slots, vectors = graph.nearest(query, request.top_k, self._allowed(request.filter))
         if not len(slots):
             if not len(graph) and await request.seeds(1):
@@ -199,6 +243,7 @@ class GraphExtension:
     async def aclose(self) -> None:
         """Nothing stays open: the graph is saved after every batch."""
         self._graph = None
+        self._version = None
         self._walker = None
 
 

@@ -15,6 +15,7 @@ equals, edge for edge, one built from scratch on the same chunks.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import zipfile
@@ -524,6 +525,12 @@ class ChunkGraph:
     def save(self, directory: Path) -> None:
         """Write the graph to ``directory/graph.npz`` in one atomic replace (state and vectors together)."""
         directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / "graph.tmp.npz"
+        tmp.write_bytes(self.dumps())
+        os.replace(tmp, directory / "graph.npz")
+
+    def dumps(self) -> bytes:
+        """The whole graph as one ``.npz`` blob (what :meth:`loads` reads back)."""
         live = [e for e in self._slots if e is not None]
         for entry in live:
             if entry.metadata_json is None:
@@ -547,10 +554,9 @@ class ChunkGraph:
             arrays["vectors"] = self._vectors
         if self._knn is not None and self._knn_sim is not None:
             arrays.update(knn=self._knn, knn_sim=self._knn_sim)
-        tmp = directory / "graph.tmp.npz"
-        with tmp.open("wb") as out:
-            np.savez(out, **arrays)  # type: ignore[arg-type]
-        os.replace(tmp, directory / "graph.npz")
+        out = io.BytesIO()
+        np.savez(out, **arrays)  # type: ignore[arg-type]
+        return out.getvalue()
 
     def _encoded_entities(self) -> str:
         """The entity keys as a JSON list, encoding only keys added since the last save."""
@@ -564,13 +570,20 @@ class ChunkGraph:
         """Read a graph written by :meth:`save`; the settings must be the ones it was built with."""
         path = directory / "graph.npz"
         try:
-            with np.load(path) as stored:
-                arrays = {name: stored[name] for name in stored.files}
-            header = json.loads(arrays["header"].tobytes())
+            data = path.read_bytes()
         except FileNotFoundError:
             raise GraphStateError(
                 f"no graph at {path}: ingest the knowledge base with the graph enabled"
             ) from None
+        return cls.loads(data, settings, str(path))
+
+    @classmethod
+    def loads(cls, data: bytes, settings: GraphSettings | None = None, path: str = "the graph") -> ChunkGraph:
+        """Read a graph from :meth:`dumps`'s blob; ``path`` names it in errors."""
+        try:
+            with np.load(io.BytesIO(data)) as stored:
+                arrays = {name: stored[name] for name in stored.files}
+            header = json.loads(arrays["header"].tobytes())
         except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
             raise GraphStateError(
                 f"{path} is not a readable graph ({error}); rebuild it by re-ingesting"

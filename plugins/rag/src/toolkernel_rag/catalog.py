@@ -21,10 +21,14 @@ killed process.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -33,6 +37,12 @@ import numpy as np
 
 from toolkernel.knowledge import ChunkRecord
 from toolkernel_rag.layout import KBError
+
+EXTENSIONS_DIR = "extensions"
+"""Beside the catalog: each extension's directory (:data:`toolkernel_rag.layout.EXTENSIONS_DIR`)."""
+
+EXTENSION_LOCK_SECONDS = 600.0
+"""How long a writer waits for another to finish catching an extension up."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -523,6 +533,53 @@ class Catalog:
                 [(extension, d) for d in forgotten],
             )
 
+    def _blob_path(self, extension: str, key: str) -> Path:
+        return self.path.parent / EXTENSIONS_DIR / extension / key
+
+    def load_blob(self, extension: str, key: str, unless: str | None) -> tuple[str, bytes | None] | None:
+        """``(version, data)`` of an extension's named state, a file in its directory; ``data`` is
+        ``None`` when the version is still ``unless``."""
+        try:
+            with self._blob_path(extension, key).open("rb") as file:
+                version = _file_version(os.fstat(file.fileno()))
+                return version, None if version == unless else file.read()
+        except FileNotFoundError:
+            return None
+
+    def save_blob(self, extension: str, key: str, data: bytes) -> str:
+        """Replace an extension's named state file atomically; returns its new version."""
+        path = self._blob_path(extension, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{key}.tmp")
+        with tmp.open("wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        return _file_version(path.stat())
+
+    @contextmanager
+    def extension_lock(self, extension: str) -> Iterator[None]:
+        """Hold an exclusive lock file while a writer catches ``extension`` up."""
+        path = self.path.with_name(f".extension-{extension}.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + EXTENSION_LOCK_SECONDS
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"{path}: another writer has been catching {extension!r} up for "
+                            f"{EXTENSION_LOCK_SECONDS:.0f}s"
+                        ) from None
+                    time.sleep(0.1)
+            yield
+        finally:
+            os.close(fd)
+
     # -- generation (bumped on every change, so derived indexes know they are stale) ------
 
     def generation(self) -> int:
@@ -591,6 +648,11 @@ class Catalog:
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)
+
+
+def _file_version(stat: os.stat_result) -> str:
+    """A file's version: a replace makes a new inode, a rewrite a new time or size."""
+    return f"{stat.st_ino}-{stat.st_mtime_ns}-{stat.st_size}"
 
 
 class _Reading:

@@ -54,7 +54,8 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     serve.add_argument("--mandatory-filter", metavar="JSON", help="a filter every search is joined with")
     serve.add_argument("--reranker", help="the reranker 'rerank: true' uses")
 
-    actions.add_parser("list", help="List knowledge bases under the data directory.")
+    listing = actions.add_parser("list", help="List the knowledge bases in the home (directory or database).")
+    _home_argument(listing)
 
     stats = actions.add_parser(
         "stats", help="Documents, chunks, state of derived data, and what a knowledge base was built with."
@@ -95,7 +96,9 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     _kb_argument(repair)
     _wait_argument(repair)
 
-    delete = actions.add_parser("delete", help="Delete a knowledge base and everything in its directory.")
+    delete = actions.add_parser(
+        "delete", help="Delete a knowledge base and everything in it (its directory or its schema)."
+    )
     _kb_argument(delete)
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     _wait_argument(delete)
@@ -103,7 +106,17 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
 
 def _kb_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--kb", required=True, metavar="NAME_OR_PATH", help="a path (contains '/') or a name in the data dir"
+        "--kb", required=True, metavar="NAME_OR_PATH", help="a path (contains '/') or a name in the home"
+    )
+    _home_argument(parser)
+
+
+def _home_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--home",
+        metavar="DIR_OR_URL",
+        help="where named knowledge bases live: a directory or a postgresql:// URL "
+        "(default $TOOLKERNEL_KB_HOME, then [plugins.rag] home, then ~/.local/share/toolkernel/kb)",
     )
 
 
@@ -130,7 +143,7 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
     if action == "serve":
         return _serve(args, kernel)
     if action == "list":
-        return _list()
+        return _list(args, kernel)
     if action == "stats":
         return _stats(args, kernel)
     if action == "documents":
@@ -143,7 +156,7 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
         return _migrate(args, kernel)
     if action == "repair":
         return _repair(args, kernel)
-    return _delete(args)
+    return _delete(args, kernel)
 
 
 def _check_sources(sources: list[str]) -> None:
@@ -195,6 +208,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
         chunker=chunker,
         extensions=extensions,
         wait=args.wait,
+        home=args.home,
     )
     async with kb:
         if args.quiet or not sys.stderr.isatty():
@@ -203,7 +217,7 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
             report = await _with_progress(kb, args.sources, args.batch)
     for problem in report.problems:
         print(f"skipped {problem.where}: {problem.reason}", file=sys.stderr)
-    print(json.dumps({"kb": str(kb.directory), **report.summary()}))
+    print(json.dumps({"kb": str(kb.location), **report.summary()}))
     return 0
 
 
@@ -262,21 +276,38 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
         depth=settings.depth,
         rerank_depth=settings.rerank_depth,
         max_query_chars=settings.max_query_chars,
+        max_chunk_text_chars=settings.max_chunk_text_chars,
         filter_limits=settings.filter_limits,
     )
     # Read-only: any number of servers run beside one writer, and follow its ingests by themselves.
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=False) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=False, home=args.home) as kb:
         await kb.embed_query("warm up")  # load the model before the first query
         import toolkernel._serving  # noqa: F401 - load the protocol layer during set-up
 
         await kernel.serve(kb_server(kb, options), args.transport, serve_options)
 
 
-def _list() -> int:
-    from toolkernel_rag.layout import kb_home, read_manifest
+def _list(args: argparse.Namespace, kernel: Kernel) -> int:
+    from pathlib import Path
 
-    home = kb_home()
-    for directory in sorted(home.iterdir()) if home.is_dir() else []:
+    from toolkernel_rag.kb import rag_settings
+    from toolkernel_rag.layout import is_database_url, kb_home, read_manifest
+
+    home = kb_home(args.home, rag_settings(kernel).home)
+    if is_database_url(home):
+        from toolkernel_rag.postgres.connection import Database
+        from toolkernel_rag.postgres.schema import list_knowledge_bases, schema_name
+
+        database = Database(home)
+        try:
+            for found in list_knowledge_bases(database):
+                where = f"{database.where} schema {schema_name(found.name)}"
+                print(f"{found.name}\t{found.embedder.name}\t{found.store.name}\t{where}")
+        finally:
+            database.close()
+        return 0
+    directories = Path(home).expanduser()
+    for directory in sorted(directories.iterdir()) if directories.is_dir() else []:
         manifest = read_manifest(directory)
         if manifest is not None:
             print(f"{directory.name}\t{manifest.embedder.name}\t{manifest.store.name}\t{directory}")
@@ -287,14 +318,24 @@ async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.health import derived_state
     from toolkernel_rag.kb import KnowledgeBase
 
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, writable=False) as kb:
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, extensions=False, writable=False, home=args.home
+    ) as kb:
         done, pending, chunks = kb.catalog.counts()
-        vectors = kb.catalog.vector_count() if kb.embedded_store else await kb.store.count(kb.index)
-        derived = derived_state(kb)
+        if kb.vectors_in_catalog:
+            # One database: vectors, BM25 postings and extension state are tables checked by
+            # their transactions, not files that can go missing.
+            vectors, derived = await kb.store.count(kb.index), {}
+        else:
+            if kb.embedded_store:
+                vectors = kb.embedded_catalog.vector_count()
+            else:
+                vectors = await kb.store.count(kb.index)
+            derived = derived_state(kb)
         print(
             json.dumps(
                 {
-                    "kb": str(kb.directory),
+                    "kb": str(kb.location),
                     "documents": done,
                     "pending": pending,
                     "chunks": chunks,
@@ -312,26 +353,50 @@ async def _stats(args: argparse.Namespace, kernel: Kernel) -> int:
 
 
 async def _repair(args: argparse.Namespace, kernel: Kernel) -> int:
-    from toolkernel_rag.kb import KnowledgeBase
+    from toolkernel_rag.kb import KnowledgeBase, rag_settings
+    from toolkernel_rag.layout import KBError, resolve_location
     from toolkernel_rag.repair import repair
 
+    if resolve_location(args.kb, args.home, rag_settings(kernel).home).url is not None:
+        raise KBError(
+            f"kb repair --kb {args.kb}: a knowledge base in PostgreSQL has no derived files to rebuild "
+            "(its vectors, BM25 postings and extension state are written in the documents' transactions)"
+        )
     async with await KnowledgeBase.open(
-        args.kb, kernel=kernel, writable=True, wait=args.wait, repair=True
+        args.kb, kernel=kernel, writable=True, wait=args.wait, repair=True, home=args.home
     ) as kb:
         report = await repair(kb)
-    print(json.dumps({"kb": str(kb.directory), "repaired": report.summary()}))
+    print(json.dumps({"kb": str(kb.location), "repaired": report.summary()}))
     return 0
 
 
-def _delete(args: argparse.Namespace) -> int:
-    from toolkernel_rag.layout import KBError, read_manifest, resolve_kb
+def _delete(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel_rag.kb import rag_settings
+    from toolkernel_rag.layout import KBError, read_manifest, resolve_location
     from toolkernel_rag.locking import WriterLock
 
-    directory = resolve_kb(args.kb)
+    location = resolve_location(args.kb, args.home, rag_settings(kernel).home)
+    if location.url is not None:
+        from toolkernel_rag.postgres import schema as pg
+        from toolkernel_rag.postgres.connection import Database
+
+        database = Database(location.url)
+        try:
+            schema = pg.schema_name(location.name)
+            if pg.read_manifest(database, schema) is None:
+                raise KBError(f"no knowledge base {location.name!r} in {database.where}")
+            if not _confirmed(args, f"delete the knowledge base {location}?"):
+                return 1
+            pg.drop(database, schema)
+        finally:
+            database.close()
+        print(f"deleted {location}", file=sys.stderr)
+        return 0
+    directory = location.directory
+    assert directory is not None
     if read_manifest(directory) is None:
         raise KBError(f"no knowledge base at {str(directory)!r}")
-    if not args.yes and not _confirm(f"delete the knowledge base at {directory}?", "kb delete"):
-        print("not deleted", file=sys.stderr)
+    if not _confirmed(args, f"delete the knowledge base at {directory}?"):
         return 1
     lock = WriterLock(directory)
     lock.acquire(args.wait)  # never delete under a running ingest
@@ -341,6 +406,20 @@ def _delete(args: argparse.Namespace) -> int:
         lock.release()
     print(f"deleted {directory}", file=sys.stderr)
     return 0
+
+
+def _confirmed(args: argparse.Namespace, question: str) -> bool:
+    """``--yes``, or a yes typed on the terminal (no terminal: refused in one line)."""
+    from toolkernel_rag.layout import KBError
+
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        raise KBError(f"kb delete --kb {args.kb}: no terminal to confirm on; pass --yes to delete")
+    if _confirm(question, "kb delete"):
+        return True
+    print("not deleted", file=sys.stderr)
+    return False
 
 
 def _confirm(question: str, command: str) -> bool:
@@ -373,7 +452,7 @@ async def _documents(args: argparse.Namespace, kernel: Kernel) -> int:
     if args.limit < 1:
         raise ConfigError(f"kb documents: --limit must be at least 1, got {args.limit}")
     where = _json_option(args.where, "--where")
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
         # One more than asked says whether another page follows.
         rows = kb.documents(args.limit + 1, args.after, source=args.source, where=where)
     page, more = rows[: args.limit], len(rows) > args.limit
@@ -396,7 +475,7 @@ async def _show(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.kb import KnowledgeBase
     from toolkernel_rag.layout import KBError
 
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False) as kb:
+    async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
         found = kb.document(args.document)
         if found is None:
             raise KBError(
@@ -432,7 +511,9 @@ async def _remove(args: argparse.Namespace, kernel: Kernel) -> int:
 
     if bool(args.documents) == bool(args.source):
         raise ConfigError("kb remove: give document ids or --source SOURCE (one of the two)")
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=True, wait=args.wait) as kb:
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, writable=True, wait=args.wait, home=args.home
+    ) as kb:
         if args.source:
             ids = [row.id for row in kb.documents(source=args.source)]
         else:
@@ -445,14 +526,16 @@ async def _remove(args: argparse.Namespace, kernel: Kernel) -> int:
                 print("nothing removed", file=sys.stderr)
                 return 1
         removed = await kb.remove(ids)
-    print(json.dumps({"kb": str(kb.directory), "removed": removed}))
+    print(json.dumps({"kb": str(kb.location), "removed": removed}))
     return 0
 
 
 async def _migrate(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.kb import KnowledgeBase
 
-    async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=True, wait=args.wait) as kb:
+    async with await KnowledgeBase.open(
+        args.kb, kernel=kernel, writable=True, wait=args.wait, home=args.home
+    ) as kb:
         documents, _, _ = kb.catalog.counts()
-    print(json.dumps({"kb": str(kb.directory), "migrated": kb.migrated, "documents": documents}))
+    print(json.dumps({"kb": str(kb.location), "migrated": kb.migrated, "documents": documents}))
     return 0

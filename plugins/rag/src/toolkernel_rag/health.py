@@ -23,7 +23,7 @@ def derived_state(kb: KnowledgeBase) -> dict[str, Any]:
     from toolkernel_rag.repair import repair_hint
 
     problems: list[str] = []
-    sparse = kb.sparse.status(kb.catalog.generation())
+    sparse = kb.embedded_sparse.status(kb.catalog.generation())
     if sparse == "damaged":
         problems.append(
             f"the BM25 index {str(kb.directory / SPARSE_DIR)!r} is damaged (searches rebuild it in memory); "
@@ -38,7 +38,7 @@ def derived_state(kb: KnowledgeBase) -> dict[str, Any]:
             json.loads(spec.read_text(encoding="utf-8"))
             files = "present"
         except FileNotFoundError:
-            files = "missing" if kb.catalog.vector_count() else "present"
+            files = "missing" if kb.embedded_catalog.vector_count() else "present"
         except (OSError, ValueError):
             files = "damaged"
         state["store_files"] = files

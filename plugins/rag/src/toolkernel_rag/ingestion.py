@@ -20,7 +20,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from toolkernel.knowledge import DocumentChunks, IngestBatch
+from toolkernel.knowledge import DocumentChunks, IngestBatch, KBExtension
 from toolkernel_rag.catalog import StoredChunk
 from toolkernel_rag.kb import KnowledgeBase
 from toolkernel_rag.sources import Document, SourceProblem, SourceReader
@@ -166,7 +166,7 @@ async def _write(
         (d.id, d.source, d.hash, d.metadata, d.text, kb.sparse.terms(d.text)) for d in documents
     )
     t1 = time.perf_counter()
-    if stale:
+    if stale and not kb.vectors_in_catalog:
         await kb.store.delete(kb.index, filter={"document_id": {"$in": stale}})
     with _tracer.start_as_current_span("kb.embed") as span:
         t2 = time.perf_counter()
@@ -175,7 +175,7 @@ async def _write(
         span.set_attribute("kb.texts", len(chunks))
         span.set_attribute("kb.duration_ms", (time.perf_counter() - t2) * 1000)
     t3 = time.perf_counter()
-    if chunks:
+    if chunks and not kb.vectors_in_catalog:
         await kb.store.upsert(
             kb.index, [c.id for c in chunks], vectors, metadata=[store_metadata(c.metadata) for c in chunks]
         )
@@ -221,7 +221,8 @@ async def remove_documents(kb: KnowledgeBase, document_ids: Sequence[str]) -> in
 async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:
     for first in range(0, len(document_ids), 256):
         part = document_ids[first : first + 256]
-        await kb.store.delete(kb.index, filter={"document_id": {"$in": part}})
+        if not kb.vectors_in_catalog:
+            await kb.store.delete(kb.index, filter={"document_id": {"$in": part}})
         kb.catalog.delete_documents(part)
 
 
@@ -230,28 +231,34 @@ async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> b
 
     Returns whether any extension was sent anything.
     """
-    if not kb.extensions:
-        return False
     sent = False
-    current = {d: h for d, (h, state) in kb.catalog.hashes().items() if state == "done"}
     for name, extension in kb.extensions.items():
-        held = kb.catalog.extension_hashes(name)
-        forgotten = sorted(set(held) - set(current))
-        changed = sorted(d for d, h in current.items() if held.get(d) != h)
-        sent = sent or bool(forgotten or changed)
-        if forgotten:
-            await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
-            kb.catalog.set_extension_state(name, [], forgotten)
-        for first in range(0, len(changed), batch_documents):
-            part = changed[first : first + batch_documents]
-            by_document: dict[str, list[StoredChunk]] = {d: [] for d in part}
-            for chunk in kb.catalog.document_chunks(part):
-                by_document[chunk.document_id].append(chunk)
-            batch = IngestBatch(
-                upserted=tuple(
-                    DocumentChunks(d, tuple(c.record() for c in chunks)) for d, chunks in by_document.items()
-                )
-            )
-            await extension.on_ingest(batch)
-            kb.catalog.set_extension_state(name, [(d, current[d]) for d in part], [])
+        # One writer at a time catches an extension up, from the state the last one left
+        # (on PostgreSQL several writers may run at once).
+        with kb.extension_lock(name):
+            sent = await _catch_up(kb, name, extension, batch_documents) or sent
     return sent
+
+
+async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_documents: int) -> bool:
+    """Feed ``extension`` what changed since the state recorded for it (the caller holds its lock)."""
+    current = {d: h for d, (h, state) in kb.catalog.hashes().items() if state == "done"}
+    held = kb.catalog.extension_hashes(name)
+    forgotten = sorted(set(held) - set(current))
+    changed = sorted(d for d, h in current.items() if held.get(d) != h)
+    if forgotten:
+        await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
+        kb.catalog.set_extension_state(name, [], forgotten)
+    for first in range(0, len(changed), batch_documents):
+        part = changed[first : first + batch_documents]
+        by_document: dict[str, list[StoredChunk]] = {d: [] for d in part}
+        for chunk in kb.catalog.document_chunks(part):
+            by_document[chunk.document_id].append(chunk)
+        batch = IngestBatch(
+            upserted=tuple(
+                DocumentChunks(d, tuple(c.record() for c in chunks)) for d, chunks in by_document.items()
+            )
+        )
+        await extension.on_ingest(batch)
+        kb.catalog.set_extension_state(name, [(d, current[d]) for d in part], [])
+    return bool(forgotten or changed)

@@ -21,16 +21,18 @@ import os
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.to_thread
 from opentelemetry import trace
 
 from toolkernel.filters import ALL_OPERATORS, coerce_filter, matches, require_supported
-from toolkernel.knowledge import ChunkRecord, KBExtension, RetrievalRequest, ScoredChunk
+from toolkernel.knowledge import ChunkRecord, ExtensionState, KBExtension, RetrievalRequest, ScoredChunk
+from toolkernel_rag.backend import CatalogBackend, SparseBackend
 from toolkernel_rag.catalog import Catalog, DocumentRow, SourceRow, StoredChunk
 from toolkernel_rag.layout import (
     CATALOG,
@@ -39,11 +41,12 @@ from toolkernel_rag.layout import (
     STORE_DIR,
     EmbedderSpec,
     KBError,
+    KBLocation,
     Manifest,
     StoreSpec,
     kb_name,
     read_manifest,
-    resolve_kb,
+    resolve_location,
     write_manifest,
 )
 from toolkernel_rag.locking import WriterLock
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from toolkernel.embedders import Embedder
     from toolkernel.rerankers import Reranker
     from toolkernel.vectors import VectorStore
+    from toolkernel_rag.postgres.connection import Database
 
 DEFAULT_STORE = "qdrant"
 
@@ -97,21 +101,35 @@ class KnowledgeBase:
 
     def __init__(
         self,
-        directory: Path,
+        location: KBLocation | Path,
         manifest: Manifest,
         kernel: Kernel,
         *,
         extensions: bool | Collection[str] = True,
         writable: bool = True,
         lock: WriterLock | None = None,
+        database: Database | None = None,
     ) -> None:
-        self.directory = directory
+        if isinstance(location, Path):
+            location = KBLocation(kb_name(location), directory=location)
+        self.location = location
+        """Where the knowledge base lives: a directory, or a schema of a PostgreSQL database."""
         self.manifest = manifest
         self.kernel = kernel
         self.writable = writable
         self._lock = lock
-        self.catalog = Catalog(directory / CATALOG, writable=writable)
-        self.sparse = SparseIndex(directory / SPARSE_DIR, manifest.sparse, writable=writable)
+        self.catalog: CatalogBackend
+        self.sparse: SparseBackend
+        if database is not None:
+            from toolkernel_rag.postgres.catalog import PgCatalog
+            from toolkernel_rag.postgres.schema import schema_name
+            from toolkernel_rag.postgres.search import PgSparse
+
+            catalog = PgCatalog(database, schema_name(location.name))
+            self.catalog, self.sparse = catalog, PgSparse(catalog, manifest.sparse)
+        else:
+            self.catalog = Catalog(self.directory / CATALOG, writable=writable)
+            self.sparse = SparseIndex(self.directory / SPARSE_DIR, manifest.sparse, writable=writable)
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._query_embedder: Embedder | None = None
@@ -125,6 +143,36 @@ class KnowledgeBase:
         self._operators: frozenset[str] = ALL_OPERATORS
         self.migrated = False
         """Whether opening this knowledge base (writable) migrated it from an older layout."""
+
+    @property
+    def directory(self) -> Path:
+        """The knowledge base's directory (a knowledge base in PostgreSQL has none)."""
+        if self.location.directory is None:
+            raise KBError(f"knowledge base {self.location} lives in a database, not a directory")
+        return self.location.directory
+
+    @property
+    def embedded_catalog(self) -> Catalog:
+        """The SQLite catalog, for what only the embedded backend has (views, repair, health)."""
+        if not isinstance(self.catalog, Catalog):
+            raise KBError(f"knowledge base {self.location} lives in a database: it has no catalog file")
+        return self.catalog
+
+    @property
+    def embedded_sparse(self) -> SparseIndex:
+        """The bm25s index files, for what only the embedded backend has (views, repair, health)."""
+        if not isinstance(self.sparse, SparseIndex):
+            raise KBError(f"knowledge base {self.location} lives in a database: it has no index files")
+        return self.sparse
+
+    @property
+    def vectors_in_catalog(self) -> bool:
+        """Whether the catalog writes the vectors itself (PostgreSQL), in the chunks' transaction."""
+        return self.location.url is not None
+
+    def extension_lock(self, extension: str) -> AbstractContextManager[None]:
+        """The lock a writer holds while it catches ``extension`` up (see the backend)."""
+        return self.catalog.extension_lock(extension)
 
     # -- opening ---------------------------------------------------------------------
 
@@ -144,6 +192,7 @@ class KnowledgeBase:
         chunker: Mapping[str, Any] | None = None,
         extensions: bool | Collection[str] = True,
         repair: bool = False,
+        home: str | None = None,
     ) -> KnowledgeBase:
         """Open the knowledge base at ``name_or_path`` (created when ``create`` and absent).
 
@@ -155,6 +204,10 @@ class KnowledgeBase:
         ``embedder``, ``store`` and ``chunker`` choose them at creation; on an existing
         knowledge base they must agree with its manifest. ``extensions``: ``True`` opens
         every registered extension, ``False`` none, a collection only those named.
+        A bare name lives in ``home`` (a directory or a ``postgresql://`` URL; default
+        ``$TOOLKERNEL_KB_HOME``, then ``[plugins.rag] home``, then the data directory). In
+        PostgreSQL any number of writers may open it at once (documents are locked one by one).
+
         ``repair`` (writable only) discards an embedded store's files instead of checking them,
         for :func:`toolkernel_rag.repair.repair` to rebuild.
 
@@ -167,12 +220,23 @@ class KnowledgeBase:
 
             kernel = Kernel.from_config()
         writable = create if writable is None else writable
-        directory = resolve_kb(name_or_path)
+        location = resolve_location(name_or_path, home, rag_settings(kernel).home)
+        if location.url is not None:
+            return await cls._open_database(
+                location,
+                kernel,
+                create,
+                writable,
+                extensions,
+                (embedder, embedder_options, store, None, chunker),
+            )
+        directory = location.directory
+        assert directory is not None
         if not writable:
             manifest = read_manifest(directory)
             if manifest is None:
                 raise _no_kb(directory, name_or_path)
-            _check_agrees(directory, manifest, embedder, store, chunker)
+            _check_agrees(str(directory), manifest, embedder, store, chunker)
             kb = cls(directory, manifest, kernel, extensions=extensions, writable=False)
             try:
                 await kb._up_to_date(str(name_or_path))
@@ -191,6 +255,70 @@ class KnowledgeBase:
             (embedder, embedder_options, store, store_options, chunker),
             repair,
         )
+
+    @classmethod
+    async def _open_database(
+        cls,
+        location: KBLocation,
+        kernel: Kernel,
+        create: bool,
+        writable: bool,
+        extensions: bool | Collection[str],
+        choices: tuple[Any, Any, Any, Any, Any],
+    ) -> KnowledgeBase:
+        """Open (or create) a knowledge base kept in a schema of a PostgreSQL database.
+
+        Without ``create`` nothing is written at all, so a server may point at a hot standby.
+        """
+        embedder, embedder_options, store, _, chunker = choices
+        try:
+            import psycopg  # noqa: F401
+
+            import toolkernel_pgvector  # noqa: F401
+        except ImportError:
+            raise KBError(
+                f"knowledge base {location}: a postgresql:// home needs the PostgreSQL backend: "
+                "pip install 'toolkernel-rag[postgresql]'"
+            ) from None
+        from toolkernel_rag.postgres import schema as pg
+        from toolkernel_rag.postgres.connection import Database
+
+        assert location.url is not None
+        if store not in (None, "pgvector"):
+            raise KBError(
+                f"knowledge base {location}: in PostgreSQL the vectors live beside the chunks "
+                f"(pgvector); --store {store!r} cannot be used there"
+            )
+        schema = pg.schema_name(location.name)
+        database = Database(location.url)
+        try:
+            manifest = await anyio.to_thread.run_sync(pg.read_manifest, database, schema)
+            if manifest is None:
+                if not create:
+                    raise KBError(
+                        f"no knowledge base {location.name!r} in {database.where}: create it with "
+                        f"'toolkernel kb ingest SOURCE --home {database.where} --kb {location.name}'"
+                    )
+                spec = StoreSpec(name="pgvector", index=schema)
+                made = await _new_manifest(
+                    location.name, kernel, embedder, embedder_options, None, None, chunker, spec
+                )
+                manifest = await anyio.to_thread.run_sync(pg.create, database, schema, made)
+            else:
+                _check_agrees(str(location), manifest, embedder, store, chunker)
+        except BaseException:
+            database.close()
+            raise
+        kb = cls(location, manifest, kernel, extensions=extensions, writable=writable, database=database)
+        try:
+            from toolkernel_rag.postgres.search import PgVectors
+
+            kb._store = cast("VectorStore", PgVectors(kb.catalog))  # type: ignore[arg-type]
+            kb._open_extensions()
+        except BaseException:
+            await kb.aclose()
+            raise
+        return kb
 
     @classmethod
     async def _open_writer(
@@ -215,7 +343,7 @@ class KnowledgeBase:
             if not create:
                 raise _no_kb(directory, name_or_path)
             manifest = await _new_manifest(
-                directory, kernel, embedder, embedder_options, store, store_options, chunker
+                kb_name(directory), kernel, embedder, embedder_options, store, store_options, chunker
             )
         created = _make_directory(directory)
         lock = WriterLock(directory)
@@ -224,7 +352,7 @@ class KnowledgeBase:
             lock.acquire(wait)
             recorded = read_manifest(directory)  # another writer may have created it meanwhile
             if recorded is not None:
-                _check_agrees(directory, recorded, embedder, store, chunker)
+                _check_agrees(str(directory), recorded, embedder, store, chunker)
                 manifest = recorded
                 if not (directory / CATALOG).is_file():
                     raise KBError(
@@ -700,11 +828,15 @@ class KnowledgeBase:
         if view is None:
             self.sparse.refresh(self.catalog)
         allowed = _allowed(filter)
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(embed)
-            sparse = await anyio.to_thread.run_sync(
-                self.sparse.search, query, n, allowed, view.sparse if view else None
-            )
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(embed)
+                sparse = await anyio.to_thread.run_sync(
+                    self.sparse.search, query, n, allowed, view.sparse if view else None
+                )
+        except BaseExceptionGroup as group:
+            # One side failed (say, the database is down): say what, not "errors in a TaskGroup".
+            raise _first_leaf(group) from None
         dense = await self._dense(view, vector[0], n, filter)
         with _tracer.start_as_current_span("kb.fuse") as span:
             fused = reciprocal_rank_fusion([dense, sparse], k=RRF_K)
@@ -775,6 +907,11 @@ def reciprocal_rank_fusion(
     return [(d, ScoredChunk(shown[d][1].id, score)) for d, score in order]
 
 
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
 def _allowed(filter: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], bool] | None:
     """The sparse index's test for a chunk's metadata under ``filter`` (``None``: every chunk)."""
     parsed = coerce_filter(filter)
@@ -798,10 +935,25 @@ class _ExtensionContext:
 
     @property
     def directory(self) -> Path:
+        if self._kb.location.directory is None:
+            raise KBError(
+                f"knowledge base {self._kb.location} lives in a database and has no directory: "
+                f"extension {self._extension!r} must keep its state with save_state/load_state"
+            )
         path = self._kb.directory / EXTENSIONS_DIR / self._extension
         if self._kb.writable:  # a reader never writes into the knowledge base, not even a folder
             path.mkdir(parents=True, exist_ok=True)
         return path
+
+    async def load_state(self, key: str, *, unless: str | None = None) -> ExtensionState | None:
+        _check_state_key(key)
+        found = await anyio.to_thread.run_sync(self._kb.catalog.load_blob, self._extension, key, unless)
+        return None if found is None else ExtensionState(found[0], found[1])
+
+    async def save_state(self, key: str, data: bytes) -> str:
+        _check_state_key(key)
+        self._kb.require_writable(f"saving the state of extension {self._extension!r}")
+        return await anyio.to_thread.run_sync(self._kb.catalog.save_blob, self._extension, key, data)
 
     @property
     def embedder(self) -> str:
@@ -822,18 +974,25 @@ class _ExtensionContext:
         return filter is None or matches(filter, metadata)
 
 
+def _check_state_key(key: str) -> None:
+    if not key or "/" in key or key.startswith("."):
+        raise ValueError(f"extension state key {key!r}: a file-like name without '/' or a leading '.'")
+
+
 # -- manifests --------------------------------------------------------------------------------
 
 
 async def _new_manifest(
-    directory: Path,
+    name: str,
     kernel: Kernel,
     embedder: str | None,
     embedder_options: Mapping[str, Any] | None,
     store: str | None,
     store_options: Mapping[str, Any] | None,
     chunker: Mapping[str, Any] | None,
+    store_spec: StoreSpec | None = None,
 ) -> Manifest:
+    """A new knowledge base's manifest; ``store_spec`` when the backend fixes the store itself."""
     settings = rag_settings(kernel)
     embedder_name = embedder or settings.embedder
     if embedder_options is None and embedder is None:
@@ -842,15 +1001,17 @@ async def _new_manifest(
         made = shared_embedder(kernel, embedder_name, dict(embedder_options or {}))
     except LookupError as exc:
         raise KBError(f"--embedder {embedder_name!r}: {_message(exc)}") from None
-    store_name = store or settings.store
-    if store_name not in kernel.vector_stores:
-        raise KBError(
-            f"--store {store_name!r}: no vector store of that name "
-            f"(installed: {', '.join(sorted(kernel.vector_stores)) or 'none'})"
-        )
-    options = dict(store_options if store_options is not None else settings.store_options)
-    if store_name == DEFAULT_STORE and not options:
-        options = {"path": STORE_DIR}
+    if store_spec is None:
+        store_name = store or settings.store
+        if store_name not in kernel.vector_stores:
+            raise KBError(
+                f"--store {store_name!r}: no vector store of that name "
+                f"(installed: {', '.join(sorted(kernel.vector_stores)) or 'none'})"
+            )
+        options = dict(store_options if store_options is not None else settings.store_options)
+        if store_name == DEFAULT_STORE and not options:
+            options = {"path": STORE_DIR}
+        store_spec = StoreSpec(name=store_name, index=name.replace(".", "-"), options=options)
     chunker_spec = dict(chunker) if chunker is not None else default_chunker(settings)
     if chunker_spec.get("length") == "tokens" and "tokenizer" not in chunker_spec:
         from toolkernel_rag.chunking import known_tokenizer
@@ -860,14 +1021,13 @@ async def _new_manifest(
         elif chunker is None and settings.chunk_length == "tokens":
             # No tokenizer known for this embedder: size the default in characters (~4 per token).
             chunker_spec.update(length="characters", size=1000, overlap=120)
-    name = kb_name(directory)
     manifest = Manifest(
         name=name,
         embedder=EmbedderSpec(
             name=embedder_name, dimension=made.dimension, options=dict(embedder_options or {})
         ),
         chunker=chunker_spec,
-        store=StoreSpec(name=store_name, index=name.replace(".", "-"), options=options),
+        store=store_spec,
     )
     # Check the chunker's options now, not on the first document.
     probe = dict(chunker_spec)
@@ -946,13 +1106,13 @@ def default_chunker(settings: RagSettings) -> dict[str, Any]:
 
 
 def _check_agrees(
-    directory: Path,
+    where_is: str,
     manifest: Manifest,
     embedder: str | None,
     store: str | None,
     chunker: Mapping[str, Any] | None,
 ) -> None:
-    where = f"knowledge base {str(directory)!r}"
+    where = f"knowledge base {where_is!r}"
     if embedder is not None and embedder != manifest.embedder.name:
         raise KBError(
             f"{where} was embedded with {manifest.embedder.name!r}; searching or adding with {embedder!r} "

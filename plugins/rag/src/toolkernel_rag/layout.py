@@ -9,9 +9,11 @@ A knowledge base is one directory::
       sparse/              # the BM25 index, rebuilt from the catalog's terms when stale
       extensions/<name>/   # state each knowledge-base extension keeps for itself
 
-``--kb`` takes a path when it contains a ``/`` (or is ``.``/``..``); a bare name lives under
-``$TOOLKERNEL_KB_HOME`` (default ``$XDG_DATA_HOME/toolkernel/kb``, else
-``~/.local/share/toolkernel/kb``).
+``--kb`` takes a path when it contains a ``/`` (or is ``.``/``..``); a bare name lives in the
+knowledge-base home: ``--home``, else ``$TOOLKERNEL_KB_HOME``, else ``[plugins.rag] home``, else
+``$XDG_DATA_HOME/toolkernel/kb`` (or ``~/.local/share/toolkernel/kb``). A home that is a
+``postgresql://`` URL keeps each knowledge base in a schema of that database instead
+(:mod:`toolkernel_rag.postgres`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 import re
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,25 +46,65 @@ class KBError(ConfigError):
     """A knowledge base cannot be opened or used as asked; the message says why and how to fix it."""
 
 
-def kb_home() -> Path:
-    """The directory that holds knowledge bases addressed by bare name."""
-    if os.environ.get("TOOLKERNEL_KB_HOME"):
-        return Path(os.environ["TOOLKERNEL_KB_HOME"])
+def kb_home(home: str | None = None, configured: str | None = None) -> str:
+    """Where knowledge bases addressed by bare name live: a directory, or a ``postgresql://`` URL.
+
+    ``home`` (``--home``) when given, else ``$TOOLKERNEL_KB_HOME``, else ``configured``
+    (``[plugins.rag] home``), else the data directory.
+    """
+    for candidate in (home, os.environ.get("TOOLKERNEL_KB_HOME"), configured):
+        if candidate:
+            return candidate
     data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "toolkernel" / "kb"
+    return str(Path(data) / "toolkernel" / "kb")
 
 
-def resolve_kb(name_or_path: str | os.PathLike[str]) -> Path:
-    """A knowledge base directory: a path when the argument has a ``/``, else a name under ``kb_home()``."""
+def is_database_url(text: str) -> bool:
+    """Whether a knowledge-base home names a PostgreSQL database rather than a directory."""
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+@dataclass(frozen=True)
+class KBLocation:
+    """Where one knowledge base lives: a directory, or a schema of a PostgreSQL database."""
+
+    name: str
+    directory: Path | None = None
+    url: str | None = None
+
+    def __str__(self) -> str:
+        if self.directory is not None:
+            return str(self.directory)
+        from toolkernel_rag.postgres.connection import describe
+
+        return f"{describe(self.url or '')} (knowledge base {self.name})"
+
+
+def resolve_location(
+    name_or_path: str | os.PathLike[str], home: str | None = None, configured: str | None = None
+) -> KBLocation:
+    """The knowledge base ``--kb`` names: a path when it has a ``/``, else a name in :func:`kb_home`."""
     text = os.fspath(name_or_path)
     if "/" in text or os.sep in text or text in (".", ".."):
-        return Path(text).expanduser().resolve()
+        directory = Path(text).expanduser().resolve()
+        return KBLocation(kb_name(directory), directory=directory)
     if not _NAME.match(text):
         raise KBError(
             f"knowledge base name {text!r} is not valid: 1-63 characters from A-Z a-z 0-9 '_' '-' "
             "(or give a path containing '/')"
         )
-    return kb_home() / text
+    where = kb_home(home, configured)
+    if is_database_url(where):
+        return KBLocation(text, url=where)
+    return KBLocation(text, directory=Path(where).expanduser() / text)
+
+
+def resolve_kb(name_or_path: str | os.PathLike[str], home: str | None = None) -> Path:
+    """A knowledge base directory (see :func:`resolve_location`); a database home is an error here."""
+    location = resolve_location(name_or_path, home)
+    if location.directory is None:
+        raise KBError(f"knowledge base {location} is in a database, not a directory")
+    return location.directory
 
 
 def kb_name(directory: Path) -> str:

@@ -37,7 +37,7 @@ async def bring_up_to_date(kb: KnowledgeBase) -> bool:
 
 def qualify_document_ids(kb: KnowledgeBase) -> None:
     """Rewrite the catalog's document and chunk ids as ``<source key>/<relative id>`` (one transaction)."""
-    documents = kb.catalog.legacy_documents()
+    documents = kb.embedded_catalog.legacy_documents()
     keys = {s.location: s.key for s in kb.catalog.sources()}
     taken = set(keys.values())
     for location in sorted({location for _, location in documents} - set(keys)):
@@ -50,7 +50,7 @@ def qualify_document_ids(kb: KnowledgeBase) -> None:
         (old, qualified_id(keys[location], old, per_location[location] == 1 and _named_after(location, old)))
         for old, location in documents
     ]
-    kb.catalog.qualify_ids(keys, renames)
+    kb.embedded_catalog.qualify_ids(keys, renames)
 
 
 def _named_after(location: str, document_id: str) -> bool:
@@ -63,7 +63,7 @@ async def rebuild_store(kb: KnowledgeBase) -> None:
     with contextlib.suppress(IndexNotFoundError):
         await kb.store.delete_index(kb.index)
     await kb.store.create_index(kb.index, kb.manifest.embedder.dimension, "cosine")
-    for chunks in kb.catalog.chunk_batches(REBUILD_BATCH):
+    for chunks in kb.embedded_catalog.chunk_batches(REBUILD_BATCH):
         chunks = [c for c in chunks if c.vector is not None]
         if chunks:
             await kb.store.upsert(
@@ -72,4 +72,4 @@ async def rebuild_store(kb: KnowledgeBase) -> None:
                 [c.vector for c in chunks if c.vector is not None],
                 metadata=[store_metadata(c.metadata) for c in chunks],
             )
-    kb.catalog.set_store_fresh()
+    kb.embedded_catalog.set_store_fresh()

@@ -76,7 +76,7 @@ def _pending(kb: KnowledgeBase) -> list[str]:
 
 
 def _done_vectors(kb: KnowledgeBase) -> int:
-    return kb.catalog.vector_count(done_only=True)
+    return kb.embedded_catalog.vector_count(done_only=True)
 
 
 def _store_where(kb: KnowledgeBase) -> str:
@@ -94,7 +94,7 @@ async def rebuild_store(kb: KnowledgeBase, *, drop: bool) -> int:
     from toolkernel_rag.ingestion import store_metadata
 
     restored = 0
-    for batch in kb.catalog.all_vectors(done_only=True):
+    for batch in kb.embedded_catalog.all_vectors(done_only=True):
         await kb.store.upsert(
             kb.index,
             [chunk_id for chunk_id, _, _ in batch],
@@ -120,11 +120,11 @@ async def repair(kb: KnowledgeBase) -> RepairReport:
     kb.require_writable("repair")
     report = RepairReport()
     report.vectors = await rebuild_store(kb, drop=True)
-    kb.sparse.rebuild(kb.catalog)
+    kb.embedded_sparse.rebuild(kb.embedded_catalog)
     report.chunks = kb.catalog.counts()[2]
     reset_extension_dirs(kb, list(kb.extensions))
     for name in kb.extensions:
-        kb.catalog.forget_extension(name)
+        kb.embedded_catalog.forget_extension(name)
     report.extensions = tuple(kb.extensions)
     await catch_up_extensions(kb)
     kb.catalog.bump_generation()

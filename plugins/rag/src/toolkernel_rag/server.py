@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+import anyio.to_thread
+
 from toolkernel.context import ToolContext
 from toolkernel.filters import FilterLimits, check_filter_limits
 from toolkernel.knowledge import RetrievedChunk, ServedSearch
@@ -70,6 +72,8 @@ class KBServerOptions:
         any work (``[plugins.rag] max_query_chars``).
     :param filter_limits: bounds on the model's filter, checked before it is parsed
         (``[plugins.rag.filter_limits]``); the mandatory and tenant filters are not bound.
+    :param max_chunk_text_chars: the longest text ``chunk_document`` splits
+        (``[plugins.rag] max_chunk_text_chars``).
     """
 
     mandatory_filter: Mapping[str, Any] | None = None
@@ -85,6 +89,7 @@ class KBServerOptions:
     listed_documents: int = 1000
     max_query_chars: int = 10_000
     filter_limits: FilterLimits = field(default_factory=FilterLimits)
+    max_chunk_text_chars: int = 1_000_000
 
     def __post_init__(self) -> None:
         unknown = set(self.meta_overrides) - OVERRIDABLE
@@ -161,7 +166,7 @@ def mount_kb(server: MCPServer, kb: KnowledgeBase, options: KBServerOptions | No
 
 def kb_tools(kb: KnowledgeBase, options: KBServerOptions) -> list[Tool]:
     """``search``, ``fetch_document`` and ``chunk_document`` for ``kb``."""
-    return [_search_tool(kb, options), _fetch_tool(kb), _chunk_tool(kb)]
+    return [_search_tool(kb, options), _fetch_tool(kb), _chunk_tool(kb, options)]
 
 
 def _search_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
@@ -342,12 +347,16 @@ def _fetch_tool(kb: KnowledgeBase) -> Tool:
     )
 
 
-def _chunk_tool(kb: KnowledgeBase) -> Tool:
+def _chunk_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
     names = list(kb.kernel.chunkers)
     schema = {
         "type": "object",
         "properties": {
-            "text": {"type": "string", "description": "The document text to split."},
+            "text": {
+                "type": "string",
+                "maxLength": options.max_chunk_text_chars,
+                "description": "The document text to split.",
+            },
             "chunker": {"type": "string", "enum": names, "default": "recursive"},
             "size": {"type": "integer", "minimum": 1, "default": 1000},
             "overlap": {"type": "integer", "minimum": 0, "default": 0},
@@ -371,10 +380,16 @@ def _chunk_tool(kb: KnowledgeBase) -> Tool:
         if options["length"] == "tokens":
             options["tokenizer"] = kb.manifest.embedder.name
         chunker = kb.kernel.chunker(args.get("chunker", "recursive"), **options)
-        chunks = [
-            {"text": c.text, "start": c.start, "end": c.end, "metadata": dict(c.metadata)}
-            for c in chunker.chunk(args["text"])
-        ]
+
+        def split() -> list[dict[str, Any]]:
+            return [
+                {"text": c.text, "start": c.start, "end": c.end, "metadata": dict(c.metadata)}
+                for c in chunker.chunk(args["text"])
+            ]
+
+        # In a worker thread: counting tokens over a long text takes seconds (400 kB: 2.6 s),
+        # and the event loop must go on answering other requests meanwhile.
+        chunks = await anyio.to_thread.run_sync(split)
         structured = {"chunker": chunker.describe(), "chunks": chunks}
         return ToolResult(
             content=[text_block(json.dumps(structured, ensure_ascii=False))], structured=structured
@@ -386,7 +401,16 @@ def _chunk_tool(kb: KnowledgeBase) -> Tool:
         input_schema=schema,
         execute=execute,
         annotations={"readOnlyHint": True, "openWorldHint": False},
+        check_input=lambda args: _check_chunk_text(args.get("text"), options),
     )
+
+
+def _check_chunk_text(text: Any, options: KBServerOptions) -> None:
+    """Refuse a text over ``max_chunk_text_chars`` before any work is done on it."""
+    if isinstance(text, str) and len(text) > options.max_chunk_text_chars:
+        raise KBError(
+            f"text: {len(text)} characters, over max_chunk_text_chars ({options.max_chunk_text_chars})"
+        )
 
 
 # -- resources and the prompt -----------------------------------------------------------------------

@@ -25,6 +25,11 @@ class RagSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    home: str | None = Field(
+        None,
+        description="Where knowledge bases named by --kb live: a directory or a postgresql:// URL "
+        "(--home and $TOOLKERNEL_KB_HOME take precedence).",
+    )
     embedder: str = Field("local/minilm-l6-int8", description="provider/model of a new knowledge base.")
     embedder_options: dict[str, Any] = Field(default_factory=dict, description="Options of the embedder.")
     store: str = Field("qdrant", description="Vector store of a new knowledge base (a registered name).")
@@ -47,6 +52,9 @@ class RagSettings(BaseModel):
     rerank_depth: int = Field(50, gt=0, description="Documents a reranker re-scores.")
     max_query_chars: int = Field(
         10_000, gt=0, description="Longest query a served search takes (longer ones are refused)."
+    )
+    max_chunk_text_chars: int = Field(
+        1_000_000, gt=0, description="Longest text the chunk_document tool splits (longer ones are refused)."
     )
     filter_limits: FilterLimits = Field(
         default_factory=FilterLimits,

@@ -48,7 +48,7 @@ class Follower:
     def __init__(self, kb: KnowledgeBase) -> None:
         self._kb = kb
         # Its own connection: a rebuild's long read never holds up the searches' catalog reads.
-        self._catalog = Catalog(kb.catalog.path, writable=False)
+        self._catalog = Catalog(kb.embedded_catalog.path, writable=False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.view = View(-1, SparseState(-1, [], [], []), None)
@@ -81,7 +81,7 @@ class Follower:
         kb = self._kb
         with self._catalog.reading():
             generation = self._catalog.generation()
-            sparse = kb.sparse.prepare(self._catalog, generation)
+            sparse = kb.embedded_sparse.prepare(self._catalog, generation)
             dense = (
                 VectorMatrix.load(self._catalog, generation, kb.manifest.embedder.dimension)
                 if kb.embedded_store

@@ -1,0 +1,544 @@
+"""The catalog of a knowledge base in PostgreSQL: the same operations as the SQLite catalog.
+
+Writers on any host may run at once. A document's rows change only under a transaction-level
+advisory lock on its id, taken in a fixed order, so two ingests of the same document
+serialise: the second replaces the first's chunks, never adds to them. The document row, its
+chunks with their embeddings, and the BM25 postings of both are written in one transaction
+with the ``stats`` row, so a reader sees a document whole or not at all and scores it with
+counts of the same snapshot. A killed ingest leaves ``pending`` rows, rewritten by the next run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from toolkernel_rag.catalog import DocumentRow, SourceRow, StoredChunk
+from toolkernel_rag.postgres.schema import register_vector
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from toolkernel_rag.postgres.connection import Database
+
+_LOCK_DOCUMENTS = (
+    "SELECT pg_advisory_xact_lock(k) FROM "
+    "(SELECT DISTINCT hashtextextended(%s || ':' || d, 0) AS k FROM unnest(%s::text[]) AS d ORDER BY k) AS s"
+)
+
+_LOCK_SOURCES = "SELECT pg_advisory_xact_lock(hashtextextended(%s || ':sources', 0))"
+
+PendingRow = tuple[str, str, str, dict[str, Any], str, str]
+"""``(id, source, hash, metadata, text, terms)`` of a document being written."""
+
+
+class PgCatalog:
+    """The catalog tables of one knowledge base schema; safe to use from several threads."""
+
+    def __init__(self, db: Database, schema: str) -> None:
+        self.db = db
+        self.schema = schema
+        self.path = f"{db.where} schema {schema}"
+        self._pending: dict[str, PendingRow] = {}
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _sql(self, text: str) -> str:
+        return text.replace("{s}", self.schema)
+
+    # -- documents -----------------------------------------------------------------
+
+    def hashes(self, source: str | None = None) -> dict[str, tuple[str, str]]:
+        """``document id -> (hash, state)``, for one source or every document."""
+        with self.db.connection() as conn:
+            if source is None:
+                rows = conn.execute(self._sql("SELECT id, hash, state FROM {s}.documents"))
+            else:
+                rows = conn.execute(
+                    self._sql("SELECT id, hash, state FROM {s}.documents WHERE source = %s"), (source,)
+                )
+            return {r[0]: (r[1], r[2]) for r in rows}
+
+    def mark_pending(self, docs: Iterable[PendingRow]) -> None:
+        """Record documents as being written (kept too for :meth:`commit_documents`)."""
+        rows = list(docs)
+        for row in rows:
+            self._pending[row[0]] = row
+        if not rows:
+            return
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_LOCK_DOCUMENTS, (self.schema, [r[0] for r in rows]))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO {s}.documents (id, source, hash, state, metadata, text, terms) "
+                        "VALUES (%s, %s, %s, 'pending', %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+                        "source = excluded.source, hash = excluded.hash, state = 'pending', "
+                        "metadata = excluded.metadata, text = excluded.text, terms = excluded.terms"
+                    ),
+                    [(i, s, h, json.dumps(m, ensure_ascii=False), t, terms) for i, s, h, m, t, terms in rows],
+                )
+
+    def commit_documents(self, document_ids: Sequence[str], chunks: Sequence[StoredChunk]) -> None:
+        """Replace the chunks of ``document_ids`` with ``chunks`` and mark them done (one transaction).
+
+        The document rows are written again from what :meth:`mark_pending` recorded, so when
+        two writers raced on a document the row and the chunks are the same writer's.
+        """
+        from psycopg.types.json import Jsonb
+
+        ids = list(document_ids)
+        counts: dict[str, int] = dict.fromkeys(ids, 0)
+        for c in chunks:
+            counts[c.document_id] += 1
+        with self.db.connection() as conn, conn.transaction():
+            register_vector(conn)
+            conn.execute(_LOCK_DOCUMENTS, (self.schema, ids))
+            removed_chunks, removed_length = self._remove_chunks(conn, ids)
+            removed_docs, removed_doc_length = self._remove_document_postings(conn, ids)
+            pending = [self._pending.get(d) for d in ids]
+            rows = [p for p in pending if p is not None]
+            with conn.cursor() as cur:
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO {s}.documents (id, source, hash, state, metadata, text, terms) "
+                        "VALUES (%s, %s, %s, 'done', %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+                        "source = excluded.source, hash = excluded.hash, state = 'done', "
+                        "metadata = excluded.metadata, text = excluded.text, terms = excluded.terms"
+                    ),
+                    [(i, s, h, json.dumps(m, ensure_ascii=False), t, terms) for i, s, h, m, t, terms in rows],
+                )
+            rowids = self._next_rowids(conn, len(chunks))
+            chunk_length = 0
+            with conn.cursor().copy(
+                self._sql(
+                    'COPY {s}.chunks (rowid, id, document_id, seq, start, "end", text, metadata, '
+                    "embedding, terms, length) FROM STDIN (FORMAT BINARY)"
+                )
+            ) as copy:
+                copy.set_types(
+                    [
+                        "int8",
+                        "text",
+                        "text",
+                        "int4",
+                        "int4",
+                        "int4",
+                        "text",
+                        "jsonb",
+                        "vector",
+                        "text",
+                        "int4",
+                    ]
+                )
+                for rowid, c in zip(rowids, chunks, strict=True):
+                    length = len(c.terms.split())
+                    chunk_length += length
+                    vector = None if c.vector is None else np.asarray(c.vector, dtype=np.float32)
+                    copy.write_row(
+                        (
+                            rowid,
+                            c.id,
+                            c.document_id,
+                            c.seq,
+                            c.start,
+                            c.end,
+                            c.text,
+                            Jsonb(c.metadata),
+                            vector,
+                            c.terms,
+                            length,
+                        )
+                    )
+            with conn.cursor().copy(
+                self._sql("COPY {s}.chunk_postings (term, chunk, tf, length) FROM STDIN (FORMAT BINARY)")
+            ) as copy:
+                copy.set_types(["text", "int8", "int4", "int4"])
+                for rowid, c in zip(rowids, chunks, strict=True):
+                    words = c.terms.split()
+                    for term, tf in Counter(words).items():
+                        copy.write_row((term, rowid, tf, len(words)))
+            indexed = [(d, (self._pending[d][5] if d in self._pending else "")) for d in ids if counts[d]]
+            missing = [d for d, _ in indexed if d not in self._pending]
+            if missing:  # another process marked them: their terms are in the table
+                found = dict(
+                    conn.execute(
+                        self._sql("SELECT id, terms FROM {s}.documents WHERE id = ANY(%s)"), (missing,)
+                    ).fetchall()
+                )
+                indexed = [(d, found.get(d, t) if d in missing else t) for d, t in indexed]
+            document_length = 0
+            with conn.cursor().copy(
+                self._sql(
+                    "COPY {s}.document_postings (term, document, tf, length) FROM STDIN (FORMAT BINARY)"
+                )
+            ) as copy:
+                copy.set_types(["text", "text", "int4", "int4"])
+                for d, terms in indexed:
+                    words = terms.split()
+                    document_length += len(words)
+                    for term, tf in Counter(words).items():
+                        copy.write_row((term, d, tf, len(words)))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    self._sql(
+                        "UPDATE {s}.documents SET state = 'done', chunk_count = %s, indexed_length = %s "
+                        "WHERE id = %s"
+                    ),
+                    [(n, len(dict(indexed).get(d, "").split()) if n else None, d) for d, n in counts.items()],
+                )
+            self._bump(
+                conn,
+                chunks=len(chunks) - removed_chunks,
+                chunk_length=chunk_length - removed_length,
+                documents=len(indexed) - removed_docs,
+                document_length=document_length - removed_doc_length,
+            )
+        for d in ids:
+            self._pending.pop(d, None)
+
+    def delete_documents(self, document_ids: Sequence[str]) -> None:
+        """Remove documents, their chunks and postings (one transaction)."""
+        ids = list(document_ids)
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_LOCK_DOCUMENTS, (self.schema, ids))
+            removed_chunks, removed_length = self._remove_chunks(conn, ids)
+            removed_docs, removed_doc_length = self._remove_document_postings(conn, ids)
+            conn.execute(self._sql("DELETE FROM {s}.documents WHERE id = ANY(%s)"), (ids,))
+            self._bump(
+                conn,
+                chunks=-removed_chunks,
+                chunk_length=-removed_length,
+                documents=-removed_docs,
+                document_length=-removed_doc_length,
+            )
+
+    def _remove_chunks(self, conn: psycopg.Connection, ids: list[str]) -> tuple[int, int]:
+        rows = conn.execute(
+            self._sql("DELETE FROM {s}.chunks WHERE document_id = ANY(%s) RETURNING rowid, length"), (ids,)
+        ).fetchall()
+        if rows:
+            conn.execute(
+                self._sql("DELETE FROM {s}.chunk_postings WHERE chunk = ANY(%s)"), ([r[0] for r in rows],)
+            )
+        return len(rows), sum(r[1] for r in rows)
+
+    def _remove_document_postings(self, conn: psycopg.Connection, ids: list[str]) -> tuple[int, int]:
+        """Take documents out of the document-level BM25 index (their advisory locks are held)."""
+        row = conn.execute(
+            self._sql(
+                "SELECT count(*), COALESCE(sum(indexed_length), 0) FROM {s}.documents "
+                "WHERE id = ANY(%s) AND indexed_length IS NOT NULL"
+            ),
+            (ids,),
+        ).fetchone()
+        assert row is not None
+        conn.execute(self._sql("UPDATE {s}.documents SET indexed_length = NULL WHERE id = ANY(%s)"), (ids,))
+        conn.execute(self._sql("DELETE FROM {s}.document_postings WHERE document = ANY(%s)"), (ids,))
+        return int(row[0]), int(row[1])
+
+    def _next_rowids(self, conn: psycopg.Connection, n: int) -> list[int]:
+        if not n:
+            return []
+        rows = conn.execute(
+            self._sql("SELECT nextval('{s}.chunk_rowids') FROM generate_series(1, %s)"), (n,)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def _bump(self, conn: psycopg.Connection, **deltas: int) -> None:
+        conn.execute(
+            self._sql(
+                "UPDATE {s}.stats SET generation = generation + 1, chunks = chunks + %s, "
+                "chunk_length = chunk_length + %s, documents = documents + %s, "
+                "document_length = document_length + %s"
+            ),
+            (deltas["chunks"], deltas["chunk_length"], deltas["documents"], deltas["document_length"]),
+        )
+
+    def chunk_ids(self, document_id: str) -> list[str]:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT id FROM {s}.chunks WHERE document_id = %s ORDER BY seq"), (document_id,)
+            )
+            return [r[0] for r in rows]
+
+    def document(self, document_id: str) -> tuple[DocumentRow, str] | None:
+        """A document's row and its full text, or ``None``."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                self._sql(
+                    "SELECT id, source, hash, state, metadata, chunk_count, text "
+                    "FROM {s}.documents WHERE id = %s"
+                ),
+                (document_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return DocumentRow(row[0], row[1], row[2], row[3], row[4], row[5]), row[6]
+
+    def documents(
+        self, limit: int | None = None, after: str | None = None, source: str | None = None
+    ) -> list[DocumentRow]:
+        """Done documents ordered by id (bytewise, as SQLite orders them), ``limit`` at a time
+        after id ``after``; only those of the source at location ``source`` if given."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql(
+                    "SELECT id, source, hash, state, metadata, chunk_count FROM {s}.documents "
+                    "WHERE state = 'done' AND id COLLATE \"C\" > %s AND (%s::text IS NULL OR source = %s) "
+                    'ORDER BY id COLLATE "C" LIMIT %s'
+                ),
+                (after or "", source, source, limit),
+            )
+            return [DocumentRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    def missing(self, document_ids: Sequence[str]) -> list[str]:
+        """Those of ``document_ids`` the catalog does not hold (in the order given)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT id FROM {s}.documents WHERE id = ANY(%s)"), (list(document_ids),)
+            ).fetchall()
+        found = {r[0] for r in rows}
+        return [d for d in document_ids if d not in found]
+
+    # -- sources -----------------------------------------------------------------------
+
+    def source_key(self, location: str) -> str:
+        """The key of the source at ``location``, given now if it has none (writers agree on it)."""
+        from toolkernel_rag.catalog import source_key_for
+
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_LOCK_SOURCES, (self.schema,))
+            row = conn.execute(
+                self._sql("SELECT key FROM {s}.sources WHERE location = %s"), (location,)
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+            taken = {r[0] for r in conn.execute(self._sql("SELECT key FROM {s}.sources"))}
+            key = source_key_for(location, taken)
+            conn.execute(
+                self._sql("INSERT INTO {s}.sources (key, location) VALUES (%s, %s)"), (key, location)
+            )
+            return key
+
+    def source_location(self, key_or_location: str) -> str | None:
+        """The location of the source with this key or location, or ``None`` when there is none."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                self._sql("SELECT location FROM {s}.sources WHERE key = %s OR location = %s"),
+                (key_or_location, key_or_location),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def sources(self) -> list[SourceRow]:
+        """Every source, by key, with how many documents it holds."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql(
+                    "SELECT s.key, s.location, "
+                    "(SELECT count(*) FROM {s}.documents d WHERE d.source = s.location) "
+                    'FROM {s}.sources s ORDER BY s.key COLLATE "C"'
+                )
+            ).fetchall()
+        return [SourceRow(r[0], r[1], int(r[2])) for r in rows]
+
+    def locations_of(self, document_ids: Sequence[str]) -> set[str]:
+        """The locations of the sources these documents came from."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT DISTINCT source FROM {s}.documents WHERE id = ANY(%s)"),
+                (list(document_ids),),
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def forget_source(self, location: str) -> None:
+        """Drop a source's key once none of its documents is left."""
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_LOCK_SOURCES, (self.schema,))
+            conn.execute(
+                self._sql(
+                    "DELETE FROM {s}.sources WHERE location = %s AND NOT EXISTS "
+                    "(SELECT 1 FROM {s}.documents WHERE source = %s)"
+                ),
+                (location, location),
+            )
+
+    def needs_id_migration(self) -> bool:
+        """Never: this backend was born with ids qualified by their source."""
+        return False
+
+    def store_stale(self) -> bool:
+        """Never: the vectors are written with their chunks."""
+        return False
+
+    def counts(self) -> tuple[int, int, int]:
+        """``(done documents, pending documents, chunks)``."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                self._sql(
+                    "SELECT count(*) FILTER (WHERE state = 'done'), "
+                    "count(*) FILTER (WHERE state = 'pending'), "
+                    "(SELECT count(*) FROM {s}.chunks) FROM {s}.documents"
+                )
+            ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1]), int(row[2])
+
+    # -- chunks ----------------------------------------------------------------------
+
+    def chunks(self, ids: Sequence[str], include_vectors: bool = False) -> list[StoredChunk]:
+        """The chunks with these ids, in the order given; unknown ids are left out."""
+        if not ids:
+            return []
+        with self.db.connection() as conn:
+            if include_vectors:
+                register_vector(conn)
+            rows = conn.execute(
+                self._sql(
+                    'SELECT id, document_id, seq, start, "end", text, metadata, '
+                    f"{'embedding' if include_vectors else 'NULL'}, terms "
+                    "FROM {s}.chunks WHERE id = ANY(%s)"
+                ),
+                (list(ids),),
+            ).fetchall()
+        found = {r[0]: _chunk(r) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    def document_chunks(self, document_ids: Sequence[str]) -> list[StoredChunk]:
+        """Every chunk of these documents, with vectors, in document then chunk order."""
+        if not document_ids:
+            return []
+        with self.db.connection() as conn:
+            register_vector(conn)
+            rows = conn.execute(
+                self._sql(
+                    'SELECT id, document_id, seq, start, "end", text, metadata, embedding, terms '
+                    "FROM {s}.chunks WHERE document_id = ANY(%s) ORDER BY document_id, seq"
+                ),
+                (list(document_ids),),
+            ).fetchall()
+        by_document: dict[str, list[StoredChunk]] = {d: [] for d in document_ids}
+        for r in rows:
+            by_document[r[1]].append(_chunk(r))
+        return [c for d in document_ids for c in by_document[d]]
+
+    def all_terms(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """``(chunk id, terms, metadata)`` of every chunk in insertion order."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT id, terms, metadata FROM {s}.chunks ORDER BY rowid")
+            ).fetchall()
+        for r in rows:
+            yield r[0], r[1], r[2]
+
+    def document_texts(self, document_ids: Sequence[str], max_chars: int) -> dict[str, str]:
+        """``document id -> text`` of those documents whose text is at most ``max_chars`` long."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT id, text FROM {s}.documents WHERE id = ANY(%s) AND length(text) <= %s"),
+                (list(document_ids), max_chars),
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    # -- extensions --------------------------------------------------------------------
+
+    def extension_hashes(self, extension: str) -> dict[str, str]:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT document_id, hash FROM {s}.extension_state WHERE extension = %s"),
+                (extension,),
+            )
+            return {r[0]: r[1] for r in rows}
+
+    def set_extension_state(
+        self, extension: str, seen: Sequence[tuple[str, str]], forgotten: Sequence[str]
+    ) -> None:
+        """Record that ``extension`` holds documents ``(id, hash)`` and no longer holds ``forgotten``."""
+        with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                self._sql(
+                    "INSERT INTO {s}.extension_state (extension, document_id, hash) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (extension, document_id) DO UPDATE SET hash = excluded.hash"
+                ),
+                [(extension, d, h) for d, h in seen],
+            )
+            cur.execute(
+                self._sql("DELETE FROM {s}.extension_state WHERE extension = %s AND document_id = ANY(%s)"),
+                (extension, list(forgotten)),
+            )
+
+    def load_blob(self, extension: str, key: str, unless: str | None) -> tuple[str, bytes | None] | None:
+        """``(version, data)`` of an extension's named state; ``data`` is ``None`` when still ``unless``."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                self._sql(
+                    "SELECT version, CASE WHEN version::text = %s THEN NULL ELSE data END "
+                    "FROM {s}.extension_blobs WHERE extension = %s AND key = %s"
+                ),
+                (unless or "", extension, key),
+            ).fetchone()
+        if row is None:
+            return None
+        return str(row[0]), None if row[1] is None else bytes(row[1])
+
+    def save_blob(self, extension: str, key: str, data: bytes) -> str:
+        """Replace an extension's named state; returns its new version."""
+        with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.extension_blobs (extension, key, version, data) "
+                    "VALUES (%s, %s, 1, %s) "
+                    "ON CONFLICT (extension, key) DO UPDATE SET version = {s}.extension_blobs.version + 1, "
+                    "data = excluded.data RETURNING version"
+                ),
+                (extension, key, data),
+            ).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    @contextmanager
+    def extension_lock(self, extension: str) -> Iterator[None]:
+        """Hold the lock that serialises writers catching ``extension`` up (a session advisory lock)."""
+        from toolkernel_rag.catalog import EXTENSION_LOCK_SECONDS
+
+        with self.db.connection() as conn:
+            key = f"toolkernel-kb:{self.schema}:extension:{extension}"
+            deadline = time.monotonic() + EXTENSION_LOCK_SECONDS
+            while True:
+                row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+                if row is not None and row[0]:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"{self.path}: another writer has been catching {extension!r} up for "
+                        f"{EXTENSION_LOCK_SECONDS:.0f}s"
+                    )
+                time.sleep(0.2)
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+
+    # -- generation --------------------------------------------------------------------
+
+    def bump_generation(self) -> None:
+        with self.db.connection() as conn:
+            conn.execute(self._sql("UPDATE {s}.stats SET generation = generation + 1"))
+
+    def generation(self) -> int:
+        with self.db.connection() as conn:
+            row = conn.execute(self._sql("SELECT generation FROM {s}.stats")).fetchone()
+        return int(row[0]) if row else 0
+
+
+def _chunk(r: Any) -> StoredChunk:
+    raw = r[7]  # a pgvector Vector when read in binary
+    vector = None if raw is None else np.asarray(raw.to_numpy(), dtype=np.float32).tolist()
+    return StoredChunk(r[0], r[1], r[2], r[3], r[4], r[5], r[6], vector, r[8])

