@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -149,3 +150,60 @@ async def test_plugin_tool_and_event_hook_run_in_a_served_server(site: Path, tmp
     assert result.content[0].text == "plugin:x"
     events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert events == [{"tool": "plugin_echo", "output": "plugin:x"}, {"tool": "echo", "output": "y"}]
+
+
+@pytest.fixture(scope="module")
+def reader_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The third-party reader distribution, installed on its own."""
+    target = tmp_path_factory.mktemp("reader-site")
+    subprocess.run(
+        [_uv(), "pip", "install", "--quiet", "--no-deps", "--python", sys.executable,
+         "--target", str(target), str(DISTS / "reader")],
+        check=True,
+        timeout=TIMEOUT,
+    )  # fmt: skip
+    return target
+
+
+@pytest.mark.timeout(300)
+def test_a_reader_from_an_entry_point_is_used_by_kb_ingest(reader_site: Path, tmp_path: Path) -> None:
+    import toolkernel
+    from toolkernel_local_embed import plugin as local_embed
+    from toolkernel_qdrant import plugin as qdrant
+    from toolkernel_rag import KnowledgeBase
+    from toolkernel_rag import plugin as rag
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "soup.recipe").write_text(
+        "Title: Leek soup\n- 2 leeks\n- 1 potato\n1. Chop the leeks.\n2. Simmer for twenty minutes.\n",
+        encoding="utf-8",
+    )
+    (docs / "bad.recipe").write_text("no title here\n", encoding="utf-8")
+    (docs / "notes.md").write_text("# Notes\n\nBuy leeks.\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLKERNEL_")}
+    env.update(PYTHONPATH=str(reader_site))
+    where = tmp_path / "kb"
+    done = subprocess.run(
+        [sys.executable, "-m", "toolkernel", "kb", "ingest", str(docs), "--kb", str(where),
+         "--embedder", "local/wordllama-256"],
+        env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["added"], summary["skipped"]) == (2, 1)
+    assert f"skipped {docs / 'bad.recipe'}: ValueError: a recipe starts with a 'Title:' line" in done.stderr
+
+    async def read_back() -> tuple[Any, str]:
+        kernel = toolkernel.Kernel(load_entry_points=False, plugins=[rag, qdrant, local_embed])
+        async with await KnowledgeBase.open(str(where), kernel=kernel) as kb:
+            found = kb.document("docs/soup.recipe")
+            assert found is not None
+            hits = await kb.search("how long to simmer", mode="sparse", top_k=1)
+            return found, hits[0].chunk.metadata["headers"]
+
+    (row, text), headers = anyio.run(read_back)
+    assert text.startswith("# Leek soup\n\n## Ingredients\n\n- 2 leeks")
+    assert row.metadata["kind"] == "recipe"
+    assert row.metadata["ingredients"] == 2
+    assert headers == ["Leek soup", "Steps"]

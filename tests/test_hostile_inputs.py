@@ -254,3 +254,51 @@ def test_a_text_over_the_chunking_limit_is_refused_by_it(served: StdioServer) ->
     reply = _call_while_pinging(served, "chunk_document", {"text": "x" * 2_000_001})
     text = _refused(reply)
     assert "text: 2000001 characters, over max_chunk_text_chars (1000000)" in text, text[:300]
+
+
+def test_a_4mb_query_over_http_is_refused_by_its_limit(pg_kb: Path, tmp_path: Path) -> None:
+    """Under the HTTP body cap (a 4 MB query is a valid request), it is still refused by max_query_chars."""
+    import re
+    import signal
+
+    import httpx
+
+    log = tmp_path / "stderr.log"
+    with log.open("w") as stderr:
+        argv = [TOOLKERNEL, "kb", "serve", "--kb", str(pg_kb), "--transport", "http", "--port", "0"]
+        proc = subprocess.Popen(argv, stderr=stderr, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + REPLY_TIMEOUT_S
+        while not (found := re.search(r"on (http://\S+)", log.read_text())):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"kb serve did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+        with httpx.Client(timeout=REPLY_TIMEOUT_S) as client:
+            client_info = {"name": "hostile-inputs", "version": "1"}
+            init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client_info}
+            opened = client.post(
+                found.group(1),
+                json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+                headers=headers,
+            )
+            assert opened.status_code == 200, opened.text
+            session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+            query = "solar " * (4_000_000 // 6)  # 4 MB: the body stays under the 4 MiB cap
+            call = {"name": "search", "arguments": {"query": query}}
+            answer = client.post(
+                found.group(1),
+                json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+                headers=session,
+            )
+        assert answer.status_code == 200, answer.text[:300]
+        data = [line[5:] for line in answer.text.split("\n") if line.startswith("data:") and line[5:].strip()]
+        reply = json.loads(data[-1]) if data else answer.json()
+        assert f"query: {len(query)} characters, over max_query_chars (10000)" in _refused(reply)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)

@@ -212,6 +212,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "ToolContext",
         "encode_state",
         "state_key",
+        "use_state_key",
     ],
     "toolkernel.embedders": [
         "Embedder",
@@ -448,6 +449,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "start_postgres",
         "stop_postgres",
     ],
+    "toolkernel.testing.readers": ["ReaderContract"],
     "toolkernel.testing.stores": [
         "FILTER_CASES",
         "FILTER_RECORDS",

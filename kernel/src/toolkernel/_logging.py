@@ -40,6 +40,8 @@ def configure_logging(level: str | int | None = None, *, json: bool | None = Non
     )
     handler = logging.StreamHandler(_STDERR)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    # A library that sets its own logger to DEBUG (bm25s does) is still held to the level.
+    handler.setLevel(numeric)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(numeric, logging.WARNING) if numeric < logging.WARNING else numeric)

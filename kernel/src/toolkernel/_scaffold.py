@@ -15,7 +15,7 @@ from pathlib import Path
 
 from toolkernel.errors import ConfigError
 
-KINDS = ("store", "embedder", "reranker", "transport", "tools")
+KINDS = ("store", "embedder", "reranker", "transport", "tools", "reader")
 """What ``--kind`` accepts."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -58,6 +58,14 @@ _KINDS: dict[str, _Kind] = {
         "```console\n$ toolkernel serve app.py:app --transport {{name}} --port 8765\n"
         '$ toolkernel call {{name}}://127.0.0.1:8765 echo --args \'{"text": "hi"}\'\n```',
     ),
+    "reader": _Kind(
+        "The {{name}} reader: .{{name}} files (headers, then a body) for toolkernel knowledge bases.",
+        "register_readers",
+        "",
+        "```console\n$ toolkernel kb ingest ./notes --kb notes   # .{{name}} files are read by this plugin\n"
+        "```\n\n"
+        "The tests run toolkernel's conformance kit (`ReaderContract`) on the reader.",
+    ),
     "tools": _Kind(
         "The {{name}} tools, offered by every server toolkernel serves.",
         "register_settings, register_tools",
@@ -65,6 +73,22 @@ _KINDS: dict[str, _Kind] = {
         '```console\n$ toolkernel call "toolkernel serve app.py:app" greet --args \'{"name": "Ada"}\'\n```',
     ),
 }
+
+
+_CONFIGURE = """Settings come from the `[plugins.{{name}}]` table of `toolkernel.toml`, then from
+`TOOLKERNEL_{{ENV}}_<FIELD>` environment variables, then from the options of the call that
+builds the {{kind}}; the plugin's pydantic model, `{{Class}}Settings` in
+`src/{{package}}/plugin.py`, validates them and errors name the file, the table and the key.
+
+```toml
+{{toml}}
+```
+
+This example, and the settings tests in `tests/`, follow the template's `{{Class}}Settings`:
+when you change that model, update them to match."""
+
+_NO_SETTINGS = """A reader takes no settings: it is registered for the suffixes in `SUFFIXES`
+(`src/{{package}}/plugin.py`), and `toolkernel kb ingest` hands it every file that has one."""
 
 
 def new_plugin(name: str, kind: str, directory: str | Path | None = None) -> list[Path]:
@@ -98,6 +122,7 @@ def new_plugin(name: str, kind: str, directory: str | Path | None = None) -> lis
         "hooks": spec.hooks,
         "toml": spec.toml,
         "usage": spec.usage,
+        "configure": _CONFIGURE if spec.toml else _NO_SETTINGS,
     }
     values["description"] = _fill(spec.description, values)
     implementation = {"tools": "tools"}.get(kind, kind)

@@ -217,6 +217,7 @@ class ServingAppImpl:
                 values=values if isinstance(values, dict) else None,
                 auth=auth,
                 task=handle,
+                client_capabilities=data.get("capabilities"),
             )
             outcome = await self.caller.call(tool, dict(data.get("arguments") or {}), tctx)
             return _call_result(outcome).model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -371,6 +372,7 @@ class _Handlers:
             record = runner.new_record()
             await runner.store.create(record)
             caller_info = _auth_info(ctx)
+            capabilities = getattr(connection_of(ctx), "client_capabilities", None)
             await runner.queue.put(
                 {
                     "task": record.task_id,
@@ -378,6 +380,9 @@ class _Handlers:
                     "arguments": arguments,
                     "values": values if isinstance(values, dict) else None,
                     "auth": caller_info.model_dump(mode="json") if caller_info is not None else None,
+                    "capabilities": capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    if capabilities is not None
+                    else None,
                 }
             )
             return {"resultType": "task", **record.info()}

@@ -39,6 +39,7 @@ __all__ = [
     "ToolContext",
     "encode_state",
     "state_key",
+    "use_state_key",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -126,8 +127,11 @@ class ToolContext:
         request_state: str | None = None,
         task: TaskHandle | None = None,
         detach: Callable[[], Awaitable[TaskHandle]] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         self.server = server
+        self._client_capabilities = client_capabilities
+        """What the client declared, for a task body run away from its request (a queued task)."""
         self.tool_name = tool_name
         self.call_id = call_id
         self.values = RequestValues(values)
@@ -178,10 +182,13 @@ class ToolContext:
         ``True`` when the call did not come over MCP at all, so in-process calls are not
         refused: :meth:`elicit` and friends fail there anyway, with a clearer message.
         """
+        if self._request is None:
+            caps = self._client_capabilities
+            return caps is None or caps.get(capability) is not None
         connection = getattr(getattr(self._request, "session", None), "_connection", None)
         capabilities = getattr(connection, "client_capabilities", None)
-        if self._request is None or capabilities is None:
-            return self._request is None
+        if capabilities is None:
+            return False
         return getattr(capabilities, capability, None) is not None
 
     async def run_as_task(self) -> bool:
@@ -402,10 +409,18 @@ class ToolContext:
         the call with an ``input_required`` result. Questions asked concurrently (from
         a task group) go out together, in one result.
         """
-        if self._request is None:
+        if self._request is None and self._task is None:
             raise RuntimeError(f"ctx.{kind}() needs a client: this call did not come over MCP")
         self._asked += 1
         key = key or f"{kind}-{self._asked}"
+        if self._request is None:  # a queued task body: its client answers through tasks/update
+            if not self.client_supports(capability):
+                from toolkernel.errors import missing_capability
+
+                raise missing_capability({capability: {}}, f"ctx.{kind}() in tool {self.tool_name!r}")
+            assert self._task is not None
+            wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return await self._task.ask(key, wire)
         modern = _is_modern(self._request.protocol_version)
         if modern and not self.client_supports(capability):
             from toolkernel.errors import missing_capability
@@ -481,6 +496,13 @@ def _sign(raw: bytes) -> str:
 
 
 _state_key: bytes | None = None
+
+
+def use_state_key(key: bytes) -> None:
+    """Sign ``requestState`` with ``key`` from now on: one every replica of a server shares
+    (toolkernel-http takes it from the shared store unless ``TOOLKERNEL_STATE_SECRET`` is set)."""
+    global _state_key
+    _state_key = key
 
 
 def state_key() -> bytes:

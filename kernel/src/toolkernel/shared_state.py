@@ -221,6 +221,14 @@ class SharedState(Protocol):
         """Connect and start delivering broadcasts; disconnect on exit."""
         ...
 
+    async def secret(self, name: str) -> bytes:
+        """A random secret named ``name``, the same for every replica (made by the first to ask).
+
+        What replicas must agree on without configuration: the key ``requestState`` is
+        signed with, so a 2026-07-28 multi-round call may continue on another replica.
+        """
+        ...
+
 
 SharedStateFactory = Callable[[str], SharedState]
 """Builds a backend's :class:`SharedState` from its URL (``redis://HOST:PORT/DB``)."""
@@ -302,6 +310,7 @@ class MemorySharedState:
         self.broadcast: Broadcast = InMemoryBroadcast()
         self.tasks: TaskStore = InMemoryTaskStore()
         self.queue: TaskQueue | None = None
+        self._secrets: dict[str, bytes] = {}
 
     def event_store(
         self, *, max_events: int, max_bytes: int, max_session_bytes: int, max_age_s: float
@@ -313,6 +322,12 @@ class MemorySharedState:
     async def run(self) -> AsyncIterator[None]:
         """Nothing to connect."""
         yield
+
+    async def secret(self, name: str) -> bytes:
+        """A random secret made once per process and name (nothing is shared)."""
+        import secrets
+
+        return self._secrets.setdefault(name, secrets.token_bytes(32))
 
 
 # ---------------------------------------------------------------------------

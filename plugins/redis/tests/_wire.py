@@ -79,11 +79,14 @@ def result_text(message: dict[str, Any]) -> str:
 MODERN = "2026-07-28"
 
 
-def modern(client: httpx.Client, url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One 2026-07-28 request (no session; the tasks extension declared); its JSON-RPC response."""
+def modern(
+    client: httpx.Client, url: str, method: str, params: dict[str, Any], *, tasks: bool = True
+) -> dict[str, Any]:
+    """One 2026-07-28 request (no session; elicitation and, unless told, tasks declared)."""
+    capabilities: dict[str, Any] = {"elicitation": {}, **(TASKS if tasks else {})}
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": TASKS,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     }
     name = params.get("name") or params.get("taskId")
     headers = {

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 
+from pydantic import BaseModel
+
 from toolkernel import MCPServer, ToolContext
 from toolkernel.resources import Resource
 
@@ -46,6 +48,20 @@ async def touch(uri: str) -> str:
     """Publish that ``uri`` changed (to subscribers on every replica)."""
     await server.notify_updated(uri)
     return REPLICA
+
+
+class Confirmation(BaseModel):
+    """What ``confirm`` asks for."""
+
+    confirm: bool
+
+
+@server.tool(task="optional")
+async def confirm(what: str, ctx: ToolContext) -> str:
+    """Ask the user to confirm ``what`` (mid-call, or parked on input_required as a task)."""
+    answer = await ctx.elicit(f"Confirm {what}?", Confirmation)
+    confirmed = answer.data is not None and answer.data.confirm
+    return f"{what}: {'confirmed' if confirmed else 'not confirmed'} on {REPLICA}"
 
 
 server.add_resource(Resource(uri="test://doc", name="doc", read=lambda: f"doc from {REPLICA}"))

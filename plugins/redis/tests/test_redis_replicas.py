@@ -219,6 +219,43 @@ def test_a_task_outlives_the_replica_running_it(own_cluster: Cluster) -> None:
     assert state["result"]["content"][0]["text"] == "5", state
 
 
+def test_a_multi_round_call_continues_on_another_replica(cluster: Cluster) -> None:
+    r0, r1, _ = (r.url for r in cluster.replicas)
+    call = {"name": "confirm", "arguments": {"what": "the plan"}}
+    with httpx.Client(timeout=30) as http:
+        asked = wire.modern(http, r0, "tools/call", call, tasks=False)["result"]
+        assert asked["resultType"] == "input_required"
+        (key, _), *_ = asked["inputRequests"].items()
+        answers = {key: {"action": "accept", "content": {"confirm": True}}}
+        # The requestState r0 signed is accepted by r1: the replicas share its key through Redis.
+        again = {**call, "inputResponses": answers, "requestState": asked["requestState"]}
+        done = wire.modern(http, r1, "tools/call", again, tasks=False)
+    assert "error" not in done, done
+    assert done["result"]["content"][0]["text"] == "the plan: confirmed on r1"
+
+
+def test_a_queued_task_asks_and_is_answered_through_other_replicas(cluster: Cluster) -> None:
+    urls = [r.url for r in cluster.replicas]
+    call = {"name": "confirm", "arguments": {"what": "the task"}}
+    with httpx.Client(timeout=30) as http:
+        created = wire.modern(http, urls[0], "tools/call", call)["result"]
+        task = {"taskId": created["taskId"]}
+        deadline = time.monotonic() + 30
+        while (state := wire.modern(http, urls[1], "tasks/get", task)["result"])["status"] == "working":
+            assert time.monotonic() < deadline, "the task never asked"
+            time.sleep(0.2)
+        assert state["status"] == "input_required", state
+        (key, asked), *_ = state["inputRequests"].items()
+        assert asked["params"]["message"] == "Confirm the task?"
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+        wire.modern(http, urls[2], "tasks/update", {**task, "inputResponses": answer})
+        while (state := wire.modern(http, urls[0], "tasks/get", task)["result"])["status"] != "completed":
+            assert state["status"] in ("working", "input_required"), state
+            assert time.monotonic() < deadline, "the answered task never completed"
+            time.sleep(0.2)
+    assert state["result"]["content"][0]["text"].startswith("the task: confirmed on r")
+
+
 def test_redis_down_fails_fast_with_503_naming_the_store_then_recovers(own_cluster: Cluster) -> None:
     replica = own_cluster.replicas[0]
     stateless = Replica(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,9 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive, Scope, Send
 
+from toolkernel.context import use_state_key
 from toolkernel.errors import ConfigError
+from toolkernel.shared_state import StoreUnavailable
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
@@ -82,6 +85,12 @@ class MCPHTTPApp(Starlette):
         async with contextlib.AsyncExitStack() as stack:
             if self.shared_state is not None:
                 await stack.enter_async_context(self.shared_state.run())
+                if self.shared_state.shared and "TOOLKERNEL_STATE_SECRET" not in os.environ:
+                    # A multi-round (requestState) call may continue on any replica.
+                    try:
+                        use_state_key(await self.shared_state.secret("request-state"))
+                    except StoreUnavailable as exc:
+                        logger.warning("requestState stays signed per replica: %s", exc)
                 worker = getattr(self.serving, "task_worker", None)
                 if self.shared_state.queue is not None and worker is not None:
                     await stack.enter_async_context(worker(self.shared_state.queue))

@@ -212,8 +212,8 @@ def header_paths(text: str) -> tuple[list[int], list[list[str]]]:
 class MarkdownChunker(_Base):
     """Markdown: never crosses a heading; each chunk's ``headers`` metadata is its header path.
 
-    The text is cut into sections at every heading (a heading with no text of its own
-    stays with the section after it), and each section is split by semantic-text-splitter's
+    The text is cut into sections at every heading (headings with no text of their own
+    stay with the section after them), and each section is split by semantic-text-splitter's
     markdown splitter, so a chunk's header path is exact.
     """
 
@@ -238,9 +238,10 @@ class MarkdownChunker(_Base):
         for i in range(len(bounds) - 1):
             end = bounds[i + 1]
             section = text[start:end]
-            heading_only = i > 0 and len(section.strip().splitlines()) <= 1 and end < len(text)
+            lines = [line for line in section.splitlines() if line.strip()]
+            heading_only = i > 0 and end < len(text) and all(_HEADING.match(line) for line in lines)
             if end <= start or not section.strip() or heading_only:
-                continue  # a bare heading joins the section after it
+                continue  # bare headings join the section after them
             path = paths[i - 1] if i > 0 else []
             meta: dict[str, Any] = {"headers": list(path)} if path else {}
             for piece in _split(self._splitter, section, self._fits):

@@ -12,7 +12,6 @@ from toolkernel._builtin.commands import auth_argument, check_auth_option
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
-    from toolkernel_rag.ingestion import IngestReport
 
 
 def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
@@ -41,7 +40,16 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
             const=name,
             help=f"leave the {name!r} extension out of this run (caught up on the next run with it)",
         )
-    ingest.add_argument("--quiet", action="store_true", help="no progress bar")
+    ingest.add_argument(
+        "--progress",
+        choices=("auto", "bar", "lines", "json", "none"),
+        default="auto",
+        help="on stderr: a bar on a terminal, a line every few seconds off one (auto); json lines",
+    )
+    ingest.add_argument(
+        "--progress-every", type=float, default=5.0, metavar="SECONDS", help="seconds between lines (5)"
+    )
+    ingest.add_argument("--quiet", action="store_true", help="no progress (as --progress none)")
     _wait_argument(ingest)
 
     serve = actions.add_parser("serve", help="Serve a knowledge base as an MCP server.")
@@ -184,6 +192,7 @@ def _json_option(value: str | None, flag: str) -> Any:
 async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel_rag.ingestion import ingest
     from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
+    from toolkernel_rag.progress import ProgressDisplay
 
     _check_sources(args.sources)
     chunker: dict[str, Any] | None = None
@@ -210,45 +219,16 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
         wait=args.wait,
         home=args.home,
     )
-    async with kb:
-        if args.quiet or not sys.stderr.isatty():
-            report = await ingest(kb, args.sources, batch_chunks=args.batch)
-        else:
-            report = await _with_progress(kb, args.sources, args.batch)
+    display = ProgressDisplay("none" if args.quiet else args.progress, sys.stderr, args.progress_every)
+    try:
+        async with kb:
+            report = await ingest(kb, args.sources, batch_chunks=args.batch, progress=display.update)
+    finally:
+        display.close()
     for problem in report.problems:
         print(f"skipped {problem.where}: {problem.reason}", file=sys.stderr)
     print(json.dumps({"kb": str(kb.location), **report.summary()}))
     return 0
-
-
-async def _with_progress(kb: Any, sources: list[str], batch: int) -> IngestReport:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from toolkernel_rag.ingestion import ingest
-
-    columns = (
-        TextColumn("[bold]ingest"),
-        BarColumn(),
-        TextColumn("{task.fields[docs]} docs ({task.fields[docs_rate]}/s)"),
-        TextColumn("{task.fields[chunks]} chunks ({task.fields[chunks_rate]}/s)"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, transient=False) as bar:
-        task = bar.add_task("ingest", total=None, docs=0, chunks=0, docs_rate=0, chunks_rate=0)
-
-        def update(report: IngestReport) -> None:
-            elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(
-                task,
-                docs=report.seen,
-                chunks=report.chunks,
-                docs_rate=round(report.seen / elapsed, 1),
-                chunks_rate=round(report.chunks / elapsed, 1),
-            )
-
-        report = await ingest(kb, sources, batch_chunks=batch, progress=update)
-        update(report)
-    return report
 
 
 async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:

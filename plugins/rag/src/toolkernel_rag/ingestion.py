@@ -28,13 +28,15 @@ from toolkernel_rag.sources import Document, SourceProblem, SourceReader
 _tracer = trace.get_tracer("toolkernel_rag")
 
 Progress = Callable[["IngestReport"], None]
-"""Called after every batch with the report so far."""
+"""Called with the report so far: once the work is counted, after every document read and every batch."""
 
 
 @dataclass
 class IngestReport:
     """What a run did."""
 
+    total: int = 0
+    """Documents the sources hold, counted before any is read (a file, or a line of a ``.jsonl``)."""
     seen: int = 0
     added: int = 0
     updated: int = 0
@@ -46,6 +48,11 @@ class IngestReport:
     embed_seconds: float = 0.0
     chunk_seconds: float = 0.0
     store_seconds: float = 0.0
+
+    @property
+    def done(self) -> int:
+        """Documents finished: written, or found unchanged."""
+        return self.added + self.updated + self.unchanged
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -78,8 +85,11 @@ async def ingest(
     report = IngestReport()
     started = time.perf_counter()
     with _tracer.start_as_current_span("kb.ingest") as span:
-        for source in sources:
-            reader = SourceReader(source, kb.kernel.readers)
+        readers = [SourceReader(source, kb.kernel.readers) for source in sources]
+        report.total = sum(reader.count() for reader in readers)  # the work, before any of it
+        if progress is not None:
+            progress(report)
+        for source, reader in zip(sources, readers, strict=True):
             known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
             pending: list[Document] = []
@@ -96,9 +106,12 @@ async def ingest(
                     continue
                 seen.add(document.id)
                 report.seen += 1
+                report.total = max(report.total, report.seen)  # a reader may yield more than counted
                 before = known.get(document.id)
                 if before == (document.hash, "done"):
                     report.unchanged += 1
+                    if progress is not None:
+                        progress(report)
                     continue
                 pending.append(document)
                 pending_chunks += max(1, len(document.text) // 800)

@@ -76,6 +76,7 @@ class SourceReader:
     source: str
     readers: ReaderRegistry = field(default_factory=builtin_readers)
     problems: list[SourceProblem] = field(default_factory=list)
+    _walked: list[tuple[Path, str]] | None = field(default=None, repr=False)
 
     @property
     def location(self) -> str:
@@ -113,8 +114,22 @@ class SourceReader:
             self.problems.append(SourceProblem(str(root), f"unsupported file types skipped: {kinds}"))
         return out
 
+    def count(self) -> int:
+        """How many documents this source holds, without reading them: one per file, one per
+        non-empty line of a ``.jsonl`` file. The walk is kept for :meth:`documents`."""
+        self._walked = self.files()
+        total = 0
+        for path, _ in self._walked:
+            if path.suffix.lower() == ".jsonl":
+                with path.open("rb") as lines:
+                    total += sum(1 for line in lines if line.strip())
+            else:
+                total += 1
+        return total
+
     def documents(self) -> Iterator[Document]:
-        for path, relative in self.files():
+        walked, self._walked = self._walked, None
+        for path, relative in walked if walked is not None else self.files():
             yield from self.read(path, relative)
 
     def read(self, path: Path, relative: str) -> Iterator[Document]:

@@ -174,6 +174,15 @@ class RedisSharedState:
             max_age_s=max_age_s,
         )
 
+    async def secret(self, name: str) -> bytes:
+        """The secret ``name``: made by the first replica to ask (``SET NX``), read by the others."""
+        import secrets
+
+        key = f"{PREFIX}secret:{name}"
+        await self.guard(self.client.set(key, secrets.token_bytes(32), nx=True))
+        value = await self.guard(self.client.get(key))
+        return bytes(value)
+
     async def alive(self, replica: str) -> bool:
         """Whether ``replica`` has beaten its heart in the last three beats."""
         if replica == self.replica:

@@ -175,13 +175,15 @@ def start_replicas(
 def caddyfile(port: int, upstreams: Sequence[str]) -> str:
     """The load balancer configuration the tests and the deployment guide use.
 
+    Any Host is passed through to the replicas (they check it: DNS-rebinding protection).
     Round-robin with no stickiness; ``lb_try_duration`` retries a request on another
     replica while one is down (before any response byte); ``flush_interval -1`` passes
     SSE events through unbuffered.
     """
     return (
         "{\n\tadmin off\n\tauto_https off\n}\n\n"
-        f"http://127.0.0.1:{port} {{\n"
+        f"http://:{port} {{\n"
+        "\tbind 127.0.0.1\n"
         f"\treverse_proxy {' '.join(upstreams)} {{\n"
         "\t\tlb_policy round_robin\n"
         "\t\tlb_try_duration 5s\n"

@@ -26,40 +26,55 @@ if TYPE_CHECKING:
     from lxml.html import HtmlElement  # type: ignore[import-untyped]
 
 # Furniture inside the article that main-content scoring keeps: permalink marks, source
-# links, toggle labels, edit buttons, skip links, copy buttons, search boxes.
-_FURNITURE = " | ".join(
-    [
-        "//script",
-        "//style",
-        "//noscript",
-        "//template",
-        "//svg",
-        "//form",
-        "//button",
-        "//nav",
-        "//aside",
-        "//*[@role='navigation' or @role='search' or @role='banner' or @role='contentinfo']",
-        "//a[contains(concat(' ', normalize-space(@class), ' '), ' headerlink ')]",
-        "//a[contains(concat(' ', normalize-space(@class), ' '), ' hash-link ')]",
-        "//a[contains(concat(' ', normalize-space(@class), ' '), ' anchor ')]",
-        "//a[contains(concat(' ', normalize-space(@class), ' '), ' anchorjs-link ')]",
-        "//a[contains(concat(' ', normalize-space(@class), ' '), ' srclink ')]",
-        "//a[contains(concat(' ', normalize-space(@class), ' '), ' src ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' rightside ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' out-of-band ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' since ')]",
-        "//summary[contains(concat(' ', normalize-space(@class), ' '), ' hideme ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' sphinxsidebar ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' related ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' breadcrumbs ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' pagination-nav ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' md-source-file ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' edit-this-page ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' navheader ')]",
-        "//*[contains(concat(' ', normalize-space(@class), ' '), ' navfooter ')]",
-        "//*[@id='searchbox' or @id='sidebar' or @id='toc' or @id='rustdoc-vars']",
-    ]
+# links, toggle labels, edit buttons, sidebars, navigation bars, search boxes. One pass over
+# the tree matches tags, classes, ids and roles (an XPath per rule costs a tree walk each).
+_FURNITURE_TAGS = frozenset(
+    {"script", "style", "noscript", "template", "svg", "form", "button", "nav", "aside", "iframe"}
 )
+_FURNITURE_CLASSES = frozenset(
+    {
+        "headerlink",  # Sphinx, MkDocs
+        "hash-link",  # Docusaurus
+        "anchorjs-link",
+        "srclink",  # rustdoc
+        "rightside",
+        "test-arrow",
+        "out-of-band",
+        "since",
+        "hideme",
+        "sphinxsidebar",  # Sphinx
+        "related",
+        "breadcrumbs",
+        "pagination-nav",  # Docusaurus
+        "md-source-file",  # Material for MkDocs
+        "edit-this-page",
+        "navheader",  # DocBook
+        "navfooter",
+    }
+)
+_FURNITURE_IDS = frozenset({"searchbox", "sidebar", "toc", "rustdoc-vars"})
+_FURNITURE_ROLES = frozenset({"navigation", "search", "banner", "contentinfo"})
+_PERMALINK_TEXT = frozenset({"#", "¶", "§", "🔗", "link", "permalink"})
+
+
+def _is_furniture(node: HtmlElement) -> bool:
+    tag = node.tag
+    if not isinstance(tag, str):
+        return False
+    if tag in _FURNITURE_TAGS:
+        return True
+    classes = node.get("class")
+    if classes and not _FURNITURE_CLASSES.isdisjoint(classes.split()):
+        return True
+    if node.get("id") in _FURNITURE_IDS or node.get("role") in _FURNITURE_ROLES:
+        return True
+    # A permalink: a link to an anchor of the page whose text is only a mark.
+    return (
+        tag == "a"
+        and (node.get("href") or "").startswith("#")
+        and node.text_content().strip().lower() in _PERMALINK_TEXT
+    )
+
 
 # Permalink marks left at the end of a heading or a definition line.
 _PERMALINK = re.compile(r"[ \t]*[¶§🔗][ \t]*$", re.M)
@@ -77,11 +92,17 @@ def html_to_markdown(html: str | bytes) -> tuple[str, str | None]:
         tree = lxml.html.document_fromstring(html)
     except Exception:  # an empty or bodyless document
         return "", None
-    heading = _text_of(tree, "//h1")
-    title = _text_of(tree, "//title") or heading
-    for node in tree.xpath(_FURNITURE):
+    title = _text_of(tree, "//title") or _text_of(tree, "//h1")
+    for node in [n for n in tree.iter() if _is_furniture(n)]:
         _drop(node)
-    text = _tidy(_main_content(tree) or _all_blocks(tree))
+    main = _main_container(tree)
+    if main is not None:
+        heading = _text_of(main, ".//h1")
+        text = _tidy(_blocks(main), escaped=False)
+    else:
+        heading = _text_of(tree, "//h1")
+        body = tree.find("body")
+        text = _tidy(_main_content(tree)) or _tidy(_blocks(body if body is not None else tree), escaped=False)
     top = heading or title
     if top and text and not text.startswith("# "):
         text = f"# {top}\n\n{text}"
@@ -130,37 +151,97 @@ def _main_content(tree: HtmlElement) -> str:
     return extracted or ""
 
 
-def _all_blocks(tree: HtmlElement) -> str:
-    """Every text block of ``<body>``: for pages too short for main-content scoring."""
-    blocks: list[str] = []
-    body = tree.find("body")
-    root = body if body is not None else tree
-    for node in root.iter("h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "dt", "dd"):
-        if any(a.tag in ("li", "td", "th", "pre") for a in node.iterancestors()):
-            continue  # the enclosing block already holds this text
-        content = node.text_content()
-        content = content if node.tag == "pre" else " ".join(content.split())
-        if not content.strip():
-            continue
-        tag = str(node.tag)
-        if tag[0] == "h":
-            blocks.append("#" * int(tag[1]) + " " + content)
-        elif tag == "li":
-            blocks.append("- " + content)
-        elif tag == "pre":
-            blocks.append("```\n" + content.strip("\n") + "\n```")
+# Where documentation generators put the article: rustdoc, DocBook, Sphinx, MkDocs and
+# Node (role=main), mdBook and Docusaurus (<main>, <article>), Material for MkDocs.
+_MAIN = (
+    "//*[@id='main-content']",
+    # DocBook XSL: the chapter, section or reference entry between the nav header and footer.
+    "/html/body/div[contains(' book part chapter appendix preface article sect1 section refentry "
+    "reference glossary set ', concat(' ', normalize-space(@class), ' '))]",
+    "//*[@role='main']",
+    "//main",
+    "//article",
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' md-content ')]",
+)
+_HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
+_LEAVES = {"p", "dt", "dd", "li", "figcaption", "caption", "summary", "td", "th"}
+_BLOCKS = _HEADINGS | _LEAVES | {
+    "pre", "ul", "ol", "dl", "table", "thead", "tbody", "tfoot", "tr", "blockquote", "div",
+    "section", "article", "main", "details", "figure", "header", "footer", "hr", "center",
+}  # fmt: skip
+
+
+def _main_container(tree: HtmlElement) -> HtmlElement | None:
+    """The element a known documentation layout puts the article in, if the page has one."""
+    for xpath in _MAIN:
+        found = tree.xpath(xpath)
+        if found and " ".join(found[0].text_content().split()):
+            return found[0]
+    return None
+
+
+def _blocks(root: HtmlElement) -> str:
+    """Every block of ``root`` in document order, as markdown: headings, paragraphs, lists, code, tables."""
+    out: list[str] = []
+    _walk(root, out)
+    if not out:
+        out.append(" ".join(root.text_content().split()))
+    return "\n\n".join(out)
+
+
+def _has_blocks(node: HtmlElement) -> bool:
+    return any(isinstance(child.tag, str) and child.tag in _BLOCKS for child in node)
+
+
+def _walk(node: HtmlElement, out: list[str]) -> None:
+    tag = node.tag if isinstance(node.tag, str) else ""
+    if tag in _HEADINGS:
+        words = " ".join(node.text_content().split())
+        if words:
+            out.append("#" * int(tag[1]) + " " + words)
+        return
+    if tag == "pre":
+        code = node.text_content().strip("\n")
+        if code.strip():
+            out.append("```\n" + code + "\n```")
+        return
+    if tag == "tr":
+        cells = [" ".join(c.text_content().split()) for c in node if c.tag in ("td", "th")]
+        if any(cells):
+            out.append(" | ".join(cells))
+        return
+    if tag in _LEAVES and not _has_blocks(node):
+        words = " ".join(node.text_content().split())
+        if words:
+            out.append(("- " if tag == "li" else "") + words)
+        return
+    loose = [node.text or ""]
+    for child in node:
+        if isinstance(child.tag, str) and child.tag in _BLOCKS:
+            _flush(loose, out)
+            _walk(child, out)
+            loose = [child.tail or ""]
         else:
-            blocks.append(content)
-    if not blocks:
-        blocks.append(" ".join(root.text_content().split()))
-    return "\n\n".join(blocks)
+            loose.append(child.text_content() if isinstance(child.tag, str) else "")
+            loose.append(child.tail or "")
+    _flush(loose, out)
 
 
-def _tidy(text: str) -> str:
-    # Undo escapes outside code fences only: code keeps its backslashes.
+def _flush(loose: list[str], out: list[str]) -> None:
+    """Text that sits between blocks (DocBook and hand-written pages have it) as a paragraph."""
+    words = " ".join("".join(loose).split())
+    if words:
+        out.append(words)
+
+
+def _tidy(text: str, escaped: bool = True) -> str:
+    # Undo trafilatura's escapes outside code fences only: code keeps its backslashes.
     parts = re.split(r"(^```.*?^```[ \t]*$)", text, flags=re.M | re.S)
     text = "\n\n".join(
-        p.strip("\n") if p.startswith("```") else _PERMALINK.sub("", _ESCAPE.sub(r"\1", p)) for p in parts
+        p.strip("\n")
+        if p.startswith("```")
+        else _PERMALINK.sub("", _ESCAPE.sub(r"\1", p) if escaped else p)
+        for p in parts
     )
     text = _NESTED_HEADING.sub("", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip()

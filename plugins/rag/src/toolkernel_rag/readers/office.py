@@ -54,7 +54,8 @@ def _rows(header: list[str], rows: list[list[str]]) -> list[str]:
 def read_docx(path: Path) -> Iterator[ReadDocument]:
     """A Word document as markdown, headings from the "Heading N" and "Title" styles."""
     docx = _need("docx", "python-docx", ".docx files")
-    document = docx.Document(str(path))
+    with path.open("rb") as file:  # a missing file is an OSError, not the library's own
+        document = docx.Document(file)
     from docx.table import Table
     from docx.text.paragraph import Paragraph
 
@@ -88,14 +89,16 @@ def read_docx(path: Path) -> Iterator[ReadDocument]:
 def read_pptx(path: Path) -> Iterator[ReadDocument]:
     """A presentation: a ``## Slide N: title`` section per slide, its text, tables and notes."""
     pptx = _need("pptx", "python-pptx", ".pptx files")
-    presentation = pptx.Presentation(str(path))
+    with path.open("rb") as file:
+        presentation = pptx.Presentation(file)
     sections: list[str] = []
     for number, slide in enumerate(presentation.slides, start=1):
         title_shape = slide.shapes.title
         title = title_shape.text_frame.text.strip() if title_shape is not None else ""
+        title_id = title_shape.shape_id if title_shape is not None else None
         lines: list[str] = []
         for shape in slide.shapes:
-            if shape is title_shape:
+            if shape.shape_id == title_id:
                 continue
             if shape.has_text_frame:
                 lines.extend(p.text.strip() for p in shape.text_frame.paragraphs if p.text.strip())
@@ -117,7 +120,12 @@ def read_pptx(path: Path) -> Iterator[ReadDocument]:
 def read_xlsx(path: Path) -> Iterator[ReadDocument]:
     """A workbook: a ``## sheet`` section per sheet, each row kept with the header row."""
     openpyxl = _need("openpyxl", "openpyxl", ".xlsx files")
-    workbook = openpyxl.load_workbook(str(path), read_only=True, data_only=True)
+    with path.open("rb") as file:
+        sections, meta = _workbook(openpyxl.load_workbook(file, read_only=True, data_only=True))
+    yield ReadDocument("\n\n".join(sections), "markdown", meta)
+
+
+def _workbook(workbook: Any) -> tuple[list[str], dict[str, Any]]:
     try:
         sections: list[str] = []
         for sheet in workbook.worksheets:
@@ -133,4 +141,4 @@ def read_xlsx(path: Path) -> Iterator[ReadDocument]:
         meta["sheets"] = [s.title for s in workbook.worksheets]
     finally:
         workbook.close()
-    yield ReadDocument("\n\n".join(sections), "markdown", meta)
+    return sections, meta
