@@ -209,3 +209,30 @@ def test_ctrl_c_landing_while_a_server_is_replaced_stops_the_replacement(tmp_pat
                 server.wait(timeout=10)
                 pytest.fail(f"server {server.pid} was left running")
     assert len(servers) == 2  # the loop ended at the interrupt, after the replacement
+
+
+def test_dev_ends_when_its_server_cannot_start():
+    """The port is taken: the server says so in one line and `dev` exits with its status (2)
+    instead of watching files for a server that is not running."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        dev = ["dev", "docs/examples/echo_server.py:app", "--port", str(port), "--no-inspector"]
+        done = subprocess.run(
+            [sys.executable, "-m", "toolkernel", *dev],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        taken.close()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"toolkernel: error: toolkernel-http: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )

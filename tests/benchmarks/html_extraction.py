@@ -105,16 +105,17 @@ def furniture_lines(html: bytes) -> set[str]:
 
 
 def is_navigation(chunk: str, furniture: set[str]) -> bool:
-    """At least half of the chunk's lines are furniture text.
+    """At least half of the chunk's characters are in lines of furniture text.
 
-    Headings are judged only in a chunk of headings alone: a table of contents repeats
-    every heading of the page, and a section under its heading is content.
+    Counted in characters, not lines: an API reference's short entry names are also listed
+    in the sidebar's table of contents, while their descriptions are not. Headings are
+    judged only in a chunk of headings alone (a table of contents repeats them all).
     """
     lines = [line for line in chunk.splitlines() if line.strip()]
     body = [_norm(line) for line in lines if not line.lstrip().startswith("#")]
-    judged = body or [_norm(line) for line in lines]
-    judged = [line for line in judged if line]
-    return bool(judged) and sum(line in furniture for line in judged) * 2 >= len(judged)
+    judged = [line for line in (body or [_norm(line) for line in lines]) if line]
+    size = sum(len(line) for line in judged)
+    return bool(judged) and sum(len(line) for line in judged if line in furniture) * 2 >= size
 
 
 def article_paragraphs(html: bytes, xpath: str) -> list[str]:

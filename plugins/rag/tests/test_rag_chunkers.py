@@ -133,3 +133,15 @@ def test_options_are_checked_by_name(rag_kernel: Kernel) -> None:
         rag_kernel.chunker("recursive", length="tokens", tokenizer="nope/model").chunk("x")
     with pytest.raises(ConfigError, match="tree-sitter-cobol"):
         rag_kernel.chunker("code", language="cobol")
+
+
+def test_markdown_headings_never_make_a_chunk_of_their_own():
+    """Why: a section's headings cut off by the splitter were indexed as a passage of their own."""
+    from toolkernel_rag.chunking import ChunkerOptions, MarkdownChunker
+
+    text = "# Title\n\n## Section\n\n" + "Lighthouses guide ships home. " * 6
+    chunks = MarkdownChunker(ChunkerOptions(size=60)).chunk(text)
+    assert chunks[0].text.startswith("# Title\n\n## Section\n\nLighthouses guide ships home.")
+    assert all(c.text == text[c.start : c.end] for c in chunks)
+    assert all(not c.text.lstrip().startswith("#") or "Lighthouses" in c.text for c in chunks)
+    assert {tuple(c.metadata["headers"]) for c in chunks} == {("Title", "Section")}

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -78,7 +80,7 @@ def dev(args: argparse.Namespace, kernel: Kernel) -> int:
     inspector = None if args.no_inspector else _start_inspector(args.inspector_command, url)
     print(f"toolkernel dev: {url}, restarting on changes in {', '.join(map(str, watched))}", file=sys.stderr)
     try:
-        _serve_and_reload(serve, watched, watchfiles.watch)
+        code = _serve_and_reload(serve, watched, watchfiles.watch)
     finally:
         if inspector is not None:
             inspector.terminate()
@@ -87,34 +89,51 @@ def dev(args: argparse.Namespace, kernel: Kernel) -> int:
             except subprocess.TimeoutExpired:
                 inspector.kill()
                 inspector.wait(timeout=10)
-    return 0
+    return code
 
 
-def _serve_and_reload(serve: list[str], watched: list[Path], watch: Any) -> None:
+def _serve_and_reload(serve: list[str], watched: list[Path], watch: Any) -> int:
     """Run ``serve`` and replace it after every batch of changes, until Ctrl-C or SIGTERM.
 
     watchfiles' ``run_process`` leaves the new server running when Ctrl-C lands between
     stopping one server and starting the next; here both signals wait until the replacement
     is in hand, so the server that is running is always the one stopped on the way out.
+    A first server that exits on its own with an error (the port is taken, say) ends the
+    command with its exit status rather than leaving it watching files for nothing.
     """
     # Both stop the loop, even where the parent left SIGINT ignored (a job started in the
     # background by a script), as uvicorn's reloader does.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
     server: subprocess.Popen[bytes] | None = None
+    first_failed: list[int] = []
+    replaced = threading.Event()
     try:
         with _signals_deferred():
             server = subprocess.Popen(serve)
+        threading.Thread(target=_end_if_failed, args=(server, replaced, first_failed), daemon=True).start()
         for changes in watch(*watched):
             _restarted(changes)
             with _signals_deferred():
+                replaced.set()
                 _stop(server)
                 server = subprocess.Popen(serve)
     except KeyboardInterrupt:
         pass
     finally:
+        replaced.set()
         if server is not None:
             _stop(server)
+    return first_failed[0] if first_failed else 0
+
+
+def _end_if_failed(server: subprocess.Popen[bytes], replaced: threading.Event, failed: list[int]) -> None:
+    """Wait for the first server; if it exits with an error before being replaced, interrupt
+    the watch loop (as Ctrl-C would) and keep its exit status."""
+    code = server.wait()
+    if code != 0 and not replaced.is_set():
+        failed.append(code)
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _interrupt(signum: int, frame: Any) -> NoReturn:

@@ -476,12 +476,23 @@ class Catalog:
                 )
         return out
 
-    def all_terms(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """``(chunk id, terms, metadata)`` of every chunk, in a stable order (for the sparse index)."""
-        with self._lock:
-            rows = self._db.execute("SELECT id, terms, metadata FROM chunks ORDER BY rowid").fetchall()
-        for r in rows:
-            yield r[0], r[1], json.loads(r[2])
+    def all_terms(self, page: int = 5000) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """``(chunk id, terms, metadata)`` of every chunk, in a stable order (for the sparse index).
+
+        Read ``page`` rows at a time, so a large catalog is never held in memory at once.
+        """
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT rowid, id, terms, metadata FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (last, page),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            for r in rows:
+                yield r[1], r[2], json.loads(r[3])
 
     def document_texts(self, document_ids: Sequence[str], max_chars: int) -> dict[str, str]:
         """``document id -> text`` of those documents whose text is at most ``max_chars`` long."""

@@ -244,8 +244,16 @@ class MarkdownChunker(_Base):
                 continue  # bare headings join the section after them
             path = paths[i - 1] if i > 0 else []
             meta: dict[str, Any] = {"headers": list(path)} if path else {}
-            for piece in _split(self._splitter, section, self._fits):
-                out.append(Chunk(piece.text, start + piece.start, start + piece.end, meta))
+            pieces = _split(self._splitter, section, self._fits)
+            carry: int | None = None  # where a piece of headings alone began: it joins the next
+            for n, piece in enumerate(pieces):
+                first = piece.start if carry is None else carry
+                headings_only = all(_HEADING.match(line) for line in piece.text.splitlines() if line)
+                if n + 1 < len(pieces) and headings_only:
+                    carry = first
+                    continue
+                carry = None
+                out.append(Chunk(section[first : piece.end], start + first, start + piece.end, meta))
             start = end
         return out
 

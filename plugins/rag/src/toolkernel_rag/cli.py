@@ -227,6 +227,12 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
         display.close()
     for problem in report.problems:
         print(f"skipped {problem.where}: {problem.reason}", file=sys.stderr)
+    if report.peak_rss_mb > report.memory_mb:
+        print(
+            f"warning: the ingest peaked at {report.peak_rss_mb:.0f} MiB, over ingest_memory_mb "
+            f"= {report.memory_mb}: lower --batch or the embedder's batch_tokens",
+            file=sys.stderr,
+        )
     print(json.dumps({"kb": str(kb.location), **report.summary()}))
     return 0
 

@@ -22,7 +22,7 @@ from opentelemetry import trace
 
 from toolkernel.knowledge import DocumentChunks, IngestBatch, KBExtension
 from toolkernel_rag.catalog import StoredChunk
-from toolkernel_rag.kb import KnowledgeBase
+from toolkernel_rag.kb import KnowledgeBase, rag_settings
 from toolkernel_rag.sources import Document, SourceProblem, SourceReader
 
 _tracer = trace.get_tracer("toolkernel_rag")
@@ -48,6 +48,10 @@ class IngestReport:
     embed_seconds: float = 0.0
     chunk_seconds: float = 0.0
     store_seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+    """The process's peak resident memory so far (MiB), measured at the end of the run."""
+    memory_mb: int = 0
+    """The ``ingest_memory_mb`` the run was sized for."""
 
     @property
     def done(self) -> int:
@@ -67,6 +71,8 @@ class IngestReport:
             "embed_seconds": round(self.embed_seconds, 3),
             "chunk_seconds": round(self.chunk_seconds, 3),
             "store_seconds": round(self.store_seconds, 3),
+            "peak_rss_mb": round(self.peak_rss_mb, 1),
+            "memory_mb": self.memory_mb,
         }
 
 
@@ -75,14 +81,21 @@ async def ingest(
     sources: Sequence[str],
     *,
     batch_chunks: int = 256,
+    memory_mb: int | None = None,
     progress: Progress | None = None,
 ) -> IngestReport:
     """Bring ``kb`` in line with ``sources``; returns what changed and what was skipped.
 
+    Documents are chunked, embedded and written about ``batch_chunks`` chunks at a time, and
+    never more than 1/32 of ``memory_mb`` (default ``[plugins.rag] ingest_memory_mb``) of
+    document text at a time; nothing else the run holds grows with the corpus but the
+    catalog's list of a source's ids and hashes, and the BM25 index rebuilt at the end.
+
     ``kb`` must be open writable (it holds the writer lock).
     """
     kb.require_writable("ingest")
-    report = IngestReport()
+    report = IngestReport(memory_mb=memory_mb or rag_settings(kb.kernel).ingest_memory_mb)
+    batch_bytes = report.memory_mb * 1024 * 1024 // 32
     started = time.perf_counter()
     with _tracer.start_as_current_span("kb.ingest") as span:
         readers = [SourceReader(source, kb.kernel.readers) for source in sources]
@@ -93,7 +106,7 @@ async def ingest(
             known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
             pending: list[Document] = []
-            pending_chunks = 0
+            pending_chunks = pending_bytes = 0
             key: str | None = None
             for document in reader.documents():
                 if key is None:  # given on the first document, so a missing source gets none
@@ -115,9 +128,10 @@ async def ingest(
                     continue
                 pending.append(document)
                 pending_chunks += max(1, len(document.text) // 800)
-                if pending_chunks >= batch_chunks:
+                pending_bytes += len(document.text)
+                if pending_chunks >= batch_chunks or pending_bytes >= batch_bytes:
                     await _write(kb, pending, known, report)
-                    pending, pending_chunks = [], 0
+                    pending, pending_chunks, pending_bytes = [], 0, 0
                     if progress is not None:
                         progress(report)
             if pending:
@@ -134,9 +148,17 @@ async def ingest(
             kb.catalog.bump_generation()  # readers reload the extensions' state they follow
         kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild
         report.seconds = time.perf_counter() - started
+        report.peak_rss_mb = peak_rss_mb()
         for key, value in report.summary().items():
             span.set_attribute(f"kb.{key}", value)
     return report
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB (``getrusage``)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _source_missing(reader: SourceReader) -> bool:

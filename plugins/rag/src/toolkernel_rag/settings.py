@@ -50,6 +50,14 @@ class RagSettings(BaseModel):
     reranker: str | None = Field(None, description="The reranker `rerank: true` uses when serving.")
     depth: int = Field(100, gt=0, description="Documents dense and sparse each give the fusion.")
     rerank_depth: int = Field(50, gt=0, description="Documents a reranker re-scores.")
+    ingest_memory_mb: int = Field(
+        1024,
+        gt=0,
+        description=(
+            "Peak memory (RSS, MiB) an ingest is sized for: a batch holds at most 1/32 of it in "
+            "document text, and the summary reports the peak against it."
+        ),
+    )
     max_query_chars: int = Field(
         10_000, gt=0, description="Longest query a served search takes (longer ones are refused)."
     )

@@ -7,9 +7,9 @@ CSV, notebooks, Office files, EPUB, PDF, source code); a file without a suffix g
 reader of ``""`` when its content is text. A file is one document whose id is its path
 relative to the source directory (a single file: its name); a file of records (``.jsonl``)
 gives one document per record with the record's id. The knowledge base qualifies these ids
-with the source's key (:func:`qualified_id`), so they are unique across sources. A file that cannot be read is
-reported with a one-line reason and skipped; files of types no reader knows are reported
-as one line per directory walk.
+with the source's key (:func:`qualified_id`), so they are unique across sources. A file
+that cannot be read is reported with a one-line reason and skipped; files of types no
+reader knows are reported as one line per directory walk.
 """
 
 from __future__ import annotations
@@ -77,16 +77,24 @@ class SourceReader:
     readers: ReaderRegistry = field(default_factory=builtin_readers)
     problems: list[SourceProblem] = field(default_factory=list)
     _walked: list[tuple[Path, str]] | None = field(default=None, repr=False)
+    _location: str = field(default="", init=False, repr=False)
+    _is_file: bool | None = field(default=None, init=False, repr=False)
 
     @property
     def location(self) -> str:
-        """The source as the catalog records it: its absolute path, whatever the working directory."""
-        return str(Path(self.source).expanduser().resolve())
+        """The source as the catalog records it: its absolute path, whatever the working directory.
+
+        Resolved once: every document of the source is stamped with it.
+        """
+        if not self._location:
+            self._location = str(Path(self.source).expanduser().resolve())
+        return self._location
 
     def qualified_id(self, source_key: str, document: Document) -> str:
         """``document``'s id in a knowledge base, given this source's key (see :func:`qualified_id`)."""
-        whole = not document.record and Path(self.location).is_file()
-        return qualified_id(source_key, document.id, whole)
+        if self._is_file is None:
+            self._is_file = Path(self.location).is_file()
+        return qualified_id(source_key, document.id, not document.record and self._is_file)
 
     def files(self) -> list[tuple[Path, str]]:
         """The files this source holds that some reader reads, with their relative paths.

@@ -1,0 +1,98 @@
+"""Ingestion memory: measured from outside, as the peak RSS of a real ``kb ingest`` process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .conftest import EMBEDDER
+
+TOOLKERNEL = str(Path(sys.executable).with_name("toolkernel"))
+WORDS = [
+    "lighthouse",
+    "harbour",
+    "tide",
+    "anchor",
+    "sail",
+    "rope",
+    "compass",
+    "chart",
+    "storm",
+    "wave",
+    "keel",
+    "mast",
+    "deck",
+    "crew",
+]
+
+
+def _notes(root: Path, count: int) -> Path:
+    """``count`` small markdown files (a heading and 60 words), 1,000 to a directory."""
+    rng = np.random.default_rng(count)
+    for i in range(count):
+        folder = root / f"d{i // 1000:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        body = " ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 60))
+        (folder / f"note-{i:05d}.md").write_text(f"# Note {i}\n\n{body}.\n", encoding="utf-8")
+    return root
+
+
+_MEASURE = (
+    "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+    "sys.exit(code)"
+)
+"""Runs a command as its only child and writes that child's peak RSS (KiB, from ``wait4``) to a file."""
+
+
+def ingest_peak(source: Path, kb: Path, *options: str) -> tuple[float, dict[str, object]]:
+    """Run ``kb ingest`` in a child process: its peak RSS in MiB, and its JSON summary."""
+    peak_file = kb.with_suffix(".peak")
+    command = [TOOLKERNEL, "kb", "ingest", str(source), "--kb", str(kb), "--embedder", EMBEDDER, "--quiet"]
+    done = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(peak_file), *command, *options],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(peak_file.read_text()) / 1024, json.loads(done.stdout)
+
+
+@pytest.mark.timeout(900)
+def test_ingest_memory_stays_under_the_bound_at_300_and_30000_documents(tmp_path: Path) -> None:
+    small, small_summary = ingest_peak(_notes(tmp_path / "n300", 300), tmp_path / "kb300")
+    large, large_summary = ingest_peak(_notes(tmp_path / "n30000", 30_000), tmp_path / "kb30000")
+    assert (small_summary["added"], large_summary["added"]) == (300, 30_000)
+    bound = small_summary["memory_mb"]
+    assert bound == large_summary["memory_mb"] == 1024
+    print(
+        f"peak RSS: 300 documents {small:.0f} MiB, 30,000 documents {large:.0f} MiB ({large / small:.2f}x)"
+    )
+    assert small < bound
+    assert large < bound
+    # The run's own report agrees with what the operating system measured from outside.
+    assert abs(float(large_summary["peak_rss_mb"]) - large) < 0.05 * large  # type: ignore[arg-type]
+
+
+def test_the_bm25_index_built_from_term_ids_scores_as_from_tokens() -> None:
+    import bm25s  # type: ignore[import-untyped]
+
+    from toolkernel_rag.sparse import TermIds
+
+    rng = np.random.default_rng(7)
+    texts = [" ".join(f"w{j}" for j in rng.integers(0, 300, rng.integers(0, 40))) for _ in range(500)]
+    from_tokens = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    from_tokens.index([t.split() for t in texts], show_progress=False)
+    ids = TermIds()
+    for text in texts:
+        ids.add(text)
+    from_ids = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    from_ids.index(ids.as_corpus(), show_progress=False)
+    for query in (["w1", "w2"], ["w5"], ["w299", "w3", "w3"]):
+        assert np.allclose(from_tokens.get_scores(query), from_ids.get_scores(query))
