@@ -166,7 +166,8 @@ class KBContext(Protocol):
         """A directory of this extension's own inside the knowledge base (created on first use).
 
         Only a knowledge base that is a directory has one; others raise an error saying to use
-        :meth:`save_state` and :meth:`load_state`, which work everywhere.
+        :meth:`save_state` and :meth:`load_state`, which work everywhere. Only the knowledge
+        base's writer may write there; servers (readers) only read.
         """
 
     async def load_state(self, key: str, *, unless: str | None = None) -> ExtensionState | None:

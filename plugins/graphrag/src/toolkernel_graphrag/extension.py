@@ -100,10 +100,31 @@ class GraphExtension:
             if self._graph is None or self._version is not None:
                 self._install(ChunkGraph(self.settings), None)
         elif state.data is not None:
-            data, where = state.data, f"the graph of knowledge base {self.context.name!r}"
-            graph = await anyio.to_thread.run_sync(lambda: ChunkGraph.loads(data, self.settings, where))
+            data, where = state.data, self._where()
+            try:
+                graph = await anyio.to_thread.run_sync(lambda: ChunkGraph.loads(data, self.settings, where))
+            except GraphStateError as exc:
+                # Rebuilt from the catalog by kb repair; re-ingesting does nothing (the catalog
+                # says every document is already in the graph).
+                raise GraphStateError(
+                    f"{str(exc).split('; rebuild')[0]}: run 'toolkernel kb repair --kb {self._kb_argument()}'"
+                ) from None
             self._install(graph, state.version)
         return self.graph
+
+    def _where(self) -> str:
+        """The saved graph, as an error names it: its file when the knowledge base is a directory."""
+        try:
+            return str(self.context.directory / GRAPH_KEY)
+        except Exception:
+            return f"the graph of knowledge base {self.context.name!r}"
+
+    def _kb_argument(self) -> str:
+        """What ``--kb`` takes to reach this knowledge base: its directory, else its name."""
+        try:
+            return str(self.context.directory.parent.parent)
+        except Exception:
+            return self.context.name
 
     def _install(self, graph: ChunkGraph, version: str | None) -> None:
         self._graph, self._version = graph, version

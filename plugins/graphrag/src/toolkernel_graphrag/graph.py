@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from toolkernel.errors import ToolkernelError
 from toolkernel_graphrag.links import document_keys, extract_links
 from toolkernel_graphrag.normalise import Normalisation, normalise
 from toolkernel_graphrag.phrases import sub_phrases
@@ -45,7 +47,7 @@ FloatArray = npt.NDArray[np.float64]
 Vectors = npt.NDArray[np.float32]
 
 
-class GraphStateError(RuntimeError):
+class GraphStateError(ToolkernelError, RuntimeError):
     """The persisted graph cannot be read: missing, from another format version, or inconsistent."""
 
 
@@ -582,7 +584,7 @@ class ChunkGraph:
             with np.load(io.BytesIO(data)) as stored:
                 arrays = {name: stored[name] for name in stored.files}
             header = json.loads(arrays["header"].tobytes())
-        except (ValueError, KeyError, OSError, EOFError) as error:
+        except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
             raise GraphStateError(
                 f"{path} is not a readable graph ({error}); rebuild it by re-ingesting"
             ) from None

@@ -66,7 +66,9 @@ class VectorMatrix:
             return []
         q = np.asarray(vector, dtype=np.float32)
         norm = float(np.linalg.norm(q))
-        scores = self.matrix @ (q / norm if norm else q)
+        # numpy's own single-threaded loop: OpenBLAS's matrix-vector product spins its threads
+        # and took 11-21 ms for 13k x 256 on a busy 2-core machine, einsum 1.1 ms.
+        scores = np.einsum("ij,j->i", self.matrix, q / norm if norm else q)
         candidates: npt.NDArray[np.intp] | None = None
         mask = self._mask(filter)
         if mask is not None:
