@@ -28,42 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[2]
 TOOLKERNEL = str(ROOT / ".venv" / "bin" / "toolkernel")
-WORDS = [
-    "lighthouse",
-    "harbour",
-    "tide",
-    "anchor",
-    "sail",
-    "rope",
-    "compass",
-    "chart",
-    "storm",
-    "wave",
-    "keel",
-    "mast",
-    "deck",
-    "crew",
-]
-MEASURE = (
-    "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
-    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
-    "sys.exit(code)"
-)
-
-
-def notes(root: Path, count: int) -> Path:
-    """``count`` small markdown notes, 1,000 to a directory (the same as the test's)."""
-    rng = np.random.default_rng(count)
-    for i in range(count):
-        folder = root / f"d{i // 1000:03d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        body = " ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 60))
-        (folder / f"note-{i:05d}.md").write_text(f"# Note {i}\n\n{body}.\n", encoding="utf-8")
-    return root
+# The corpus and the peak-RSS wrapper are the memory test's own, so both measure the same thing.
+sys.path.insert(0, str(ROOT / "plugins" / "rag"))
+from tests.test_rag_memory import MEASURE, notes  # noqa: E402
 
 
 def ingest_peak(

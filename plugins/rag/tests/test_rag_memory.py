@@ -31,7 +31,7 @@ WORDS = [
 ]
 
 
-def _notes(root: Path, count: int) -> Path:
+def notes(root: Path, count: int) -> Path:
     """``count`` small markdown files (a heading and 60 words), 1,000 to a directory."""
     rng = np.random.default_rng(count)
     for i in range(count):
@@ -42,7 +42,7 @@ def _notes(root: Path, count: int) -> Path:
     return root
 
 
-_MEASURE = (
+MEASURE = (
     "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]); "
     "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
     "sys.exit(code)"
@@ -55,7 +55,7 @@ def ingest_peak(source: Path, kb: Path, *options: str) -> tuple[float, dict[str,
     peak_file = kb.with_suffix(".peak")
     command = [TOOLKERNEL, "kb", "ingest", str(source), "--kb", str(kb), "--embedder", EMBEDDER, "--quiet"]
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(peak_file), *command, *options],
+        [sys.executable, "-c", MEASURE, str(peak_file), *command, *options],
         capture_output=True,
         text=True,
         timeout=900,
@@ -66,8 +66,8 @@ def ingest_peak(source: Path, kb: Path, *options: str) -> tuple[float, dict[str,
 
 @pytest.mark.timeout(900)
 def test_ingest_memory_stays_under_the_bound_at_300_and_30000_documents(tmp_path: Path) -> None:
-    small, small_summary = ingest_peak(_notes(tmp_path / "n300", 300), tmp_path / "kb300")
-    large, large_summary = ingest_peak(_notes(tmp_path / "n30000", 30_000), tmp_path / "kb30000")
+    small, small_summary = ingest_peak(notes(tmp_path / "n300", 300), tmp_path / "kb300")
+    large, large_summary = ingest_peak(notes(tmp_path / "n30000", 30_000), tmp_path / "kb30000")
     assert (small_summary["added"], large_summary["added"]) == (300, 30_000)
     bound = small_summary["memory_mb"]
     assert bound == large_summary["memory_mb"] == 1024
