@@ -303,6 +303,15 @@ def test_call_passes_env_to_a_command_line_server(tmp_path, capsys):
     assert capsys.readouterr().out == "a=b c\n"
 
 
+def test_call_treats_a_command_line_holding_a_url_as_a_command(tmp_path, capsys):
+    # e.g. "toolkernel kb serve --kb X --home postgresql://..." is a stdio server, not a URL.
+    (tmp_path / "env_server.py").write_text(ENV_SERVER)
+    app = f"{tmp_path / 'env_server.py'}:app"
+    serve = f"env TK_CLI_URL=postgresql://db/kb {sys.executable} -m toolkernel serve {app}"
+    assert main(["call", serve, "read_env", "--args", '{"name": "TK_CLI_URL"}']) == 0
+    assert capsys.readouterr().out == "postgresql://db/kb\n"
+
+
 def _exit_code(argv: list[str]) -> int:
     """``main(argv)``'s exit status, whether it returned it or a usage error raised it."""
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -277,7 +278,8 @@ def _one_server(args: argparse.Namespace, kernel: Kernel) -> Any:
 
     if not args.server.strip():
         raise ConfigError("SERVER is empty: give a URL or a command line")
-    if "://" in args.server:
+    # A URL is one word that starts with a scheme; a command line may carry URLs among its arguments.
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*://\S*", args.server.strip()):
         if args.env:
             raise ConfigError("--env applies to a command-line server, not to a URL")
         server: dict[str, Any] = {"url": args.server, "headers": _pairs(args.header, ":", "--header")}
