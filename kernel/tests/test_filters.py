@@ -195,6 +195,26 @@ def test_deep_nesting_is_refused_before_recursion_can_fail() -> None:
         check_filter_limits(deep)
 
 
+def test_a_huge_object_is_refused_without_walking_its_keys() -> None:
+    from toolkernel.filters import FilterLimits, check_filter_limits
+
+    class Counted(dict[str, Any]):
+        """A dict that counts the entries the check reads."""
+
+        read = 0
+
+        def items(self) -> Any:
+            for item in super().items():
+                Counted.read += 1
+                yield item
+
+    huge = Counted((f"k{i}", i) for i in range(100_000))
+    with pytest.raises(InvalidFilterError, match="max_nodes"):
+        check_filter_limits(huge, FilterLimits(max_nodes=100))
+    # Refused on its size alone, as an over-long array is: the limit bounds the work done.
+    assert Counted.read == 0
+
+
 def test_limits_can_be_raised_and_honest_filters_pass() -> None:
     from toolkernel.filters import FilterLimits, check_filter_limits
 

@@ -484,6 +484,8 @@ def test_register_readers(kernel_with, tmp_path):
         ReaderRegistry().add("bad", lambda path: [], suffixes=["docx"])
     with pytest.raises(RegistrationError, match="not a string"):
         ReaderRegistry().add("bad", lambda path: [], suffixes=".docx")
+    with pytest.raises(RegistrationError, match="suffix None is not valid"):
+        ReaderRegistry().add("bad", lambda path: [], suffixes=[".ok", None])  # type: ignore[list-item]
     with pytest.raises(RegistrationError, match="callable"):
         ReaderRegistry().add("bad", object(), suffixes=[".x"])
 

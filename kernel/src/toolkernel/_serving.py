@@ -820,6 +820,8 @@ async def _listed_page(
             part, inner = int(decoded[0]), decoded[1]
             if not 0 <= part <= len(listers) or not (inner is None or isinstance(inner, str)):
                 raise ValueError(cursor)
+            if part == 0 and inner is not None and not 0 <= int(inner, 10) <= len(fixed):
+                raise ValueError(cursor)  # the fixed resources' part holds an offset into them
         except (ValueError, TypeError, IndexError, UnicodeDecodeError):
             raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}") from None
     page: list[types.Resource] = []

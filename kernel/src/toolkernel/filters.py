@@ -225,6 +225,8 @@ def check_filter_limits(filter: Any, limits: FilterLimits | None = None, path: s
                     f"{where}: a string of {len(value)} characters, over max_string ({lim.max_string})"
                 )
         elif isinstance(value, Mapping):
+            if nodes + len(value) > lim.max_nodes:
+                raise _too_many_nodes(path, lim)
             for k, v in value.items():
                 if isinstance(k, str) and len(k) > lim.max_string:
                     raise InvalidFilterError(

@@ -319,7 +319,7 @@ class ReaderRegistry(Registry[ReaderSpec]):
         _require_callable(self.kind, name, read)
         if isinstance(suffixes, str):
             raise RegistrationError(f"reader {name!r}: suffixes must be a list of suffixes, not a string")
-        claimed = tuple(s.lower() for s in suffixes)
+        claimed = tuple(s.lower() if isinstance(s, str) else s for s in suffixes)
         for suffix in claimed:
             if not isinstance(suffix, str) or (suffix and not re.match(r"^\.[a-z0-9_.+-]+$", suffix)):
                 raise RegistrationError(

@@ -276,7 +276,7 @@ def _deadline(ttl_s: float | None) -> float | None:
 
 
 class InMemoryBroadcast:
-    """Delivers each message to this process's listeners, on the next turn of the event loop."""
+    """Delivers each message to this process's listeners within :meth:`publish`, then yields to the loop."""
 
     def __init__(self) -> None:
         self._listeners: dict[object, Callable[[dict[str, Any]], None]] = {}

@@ -28,9 +28,11 @@ if TYPE_CHECKING:
 WORKER_ENV = "TOOLKERNEL_SERVE_WORKER"
 """Set (to the worker's number) in the environment of each worker the supervisor starts."""
 MAX_RESTARTS = 5
+"""Worker exits a minute the supervisor restarts; one more and it stops serving (exit 3)."""
 STARTUP_S = 3.0
 """A worker that exits this soon after it started failed to start: the supervisor gives up."""
 STOP_GRACE_S = 10.0
+"""How long workers get to drain after SIGTERM before the supervisor kills them."""
 
 
 def is_worker() -> bool:

@@ -67,6 +67,7 @@ class Replicas:
 
     @property
     def store(self) -> str:
+        """The shared store's URL, credentials removed (for messages)."""
         return self.state.url
 
     def listen(self, on_message: Callable[[dict[str, Any]], None]) -> Callable[[], None]:
@@ -110,6 +111,7 @@ class TouchClock:
         self.at = time.monotonic()
 
     def due(self, ttl_s: float | None) -> bool:
+        """Whether a tenth of ``ttl_s`` has passed since the last restart, so it is time for another."""
         return ttl_s is not None and time.monotonic() - self.at > ttl_s / 10
 
 

@@ -24,6 +24,7 @@ from toolkernel.wire import encode_message
 from toolkernel_redis._client import PREFIX, guarded, text
 
 SCOPE_SEPARATOR = "\x1f"
+"""Between the session id and the stream in a stream id (``toolkernel_http._events`` uses the same)."""
 
 _APPEND = """
 local key, sizes = KEYS[1], KEYS[2]
@@ -48,10 +49,12 @@ return id
 
 
 def events_key(session_id: str) -> str:
+    """The Redis stream holding ``session_id``'s events."""
     return f"{PREFIX}events:{session_id}"
 
 
 def sizes_key(session_id: str) -> str:
+    """The counter of the bytes ``session_id``'s stored events take (what the byte bound trims by)."""
     return f"{PREFIX}event-bytes:{session_id}"
 
 

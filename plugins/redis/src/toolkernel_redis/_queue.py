@@ -32,6 +32,7 @@ RENEW_S = 1.0
 ORPHANED_AFTER_MS = 5000
 """A job whose worker has not renewed its claim for this long is taken by another worker."""
 READ_BLOCK_MS = 1000
+"""How long one ``XREADGROUP`` waits for a new job (below ``STORE_TIMEOUT_S``, which bounds the call)."""
 
 
 class RedisJob:

@@ -110,6 +110,7 @@ class RedisBroadcast:
         return lambda: self._listeners.pop(token, None) and None
 
     def deliver(self, message: dict[str, Any]) -> None:
+        """Call every listener of this replica with ``message``; one that raises is logged and skipped."""
         for listener in list(self._listeners.values()):
             try:
                 listener(message)
