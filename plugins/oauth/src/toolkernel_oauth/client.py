@@ -250,8 +250,11 @@ class _DPoPFlow(OAuthClientProvider):
                 ):
                     self._sign(outgoing, request)
                     response = yield outgoing
-                if outgoing is request and response.status_code in (401, 403):
-                    self._refused(response)
+                if outgoing is request:
+                    if response.status_code in (401, 403):
+                        self._refused(response)
+                    else:
+                        self._accepted()
                 if _is_token_request(outgoing) and response.status_code == 200:
                     response = await self._bearer_shaped(response)
                 outgoing = await inner.asend(response)
@@ -262,6 +265,9 @@ class _DPoPFlow(OAuthClientProvider):
 
     def _check(self, outgoing: httpx2.Request) -> None:
         """A request the flow is about to send may be refused here, before it leaves."""
+
+    def _accepted(self) -> None:
+        """The server accepted the request as authorized."""
 
     def _refused(self, response: httpx2.Response) -> None:
         """The server refused the token (or its absence): start DPoP if it asks for it."""
@@ -321,7 +327,8 @@ class CodeFlowProvider(_DPoPFlow):
         self.storage = storage
         self.authorizer = authorizer
         self._result: AuthorizationCodeResult | None = None
-        self._logged_in = False  # a user logged in through this provider
+        self._logged_in = False  # a user just logged in; no request has been accepted since
+        self._login_server: str | None = None
         self._fresh_token_refused: str | None = None
         self.failure: LoginFailed | None = None
         """Why the last login could not succeed, kept for ``auth login`` to report."""
@@ -381,6 +388,15 @@ class CodeFlowProvider(_DPoPFlow):
                 "and pass its --client-id (and --client-secret if it has one)"
             )
 
+    def _authorization_server(self) -> str | None:
+        metadata = self.context.oauth_metadata
+        return str(metadata.issuer) if metadata is not None else self.context.auth_server_url
+
+    def _accepted(self) -> None:
+        # The fresh token works: a later refusal (expiry, a new authorization server) may log in again.
+        self._logged_in = False
+        self._fresh_token_refused = None
+
     def _refused(self, response: httpx2.Response) -> None:
         super()._refused(response)
         if self._logged_in and response.status_code == 401:
@@ -398,15 +414,19 @@ class CodeFlowProvider(_DPoPFlow):
         return self.failure
 
     async def _redirect(self, authorization_url: str) -> None:
-        if self._fresh_token_refused is not None:
+        if self._fresh_token_refused is not None and self._authorization_server() == self._login_server:
+            # Another login at the same authorization server would end the same way; one at a
+            # new server (the resource moved its authorization server) may not.
             raise self._failed(
                 f"{self.context.server_url} refused the token the authorization server just issued "
                 f"({self._fresh_token_refused}); check the server's [plugins.oauth] settings "
                 "(issuer, audience) against the authorization server"
             )
+        self._fresh_token_refused = None
         redirect = await self.authorizer(authorization_url)
         self._result = parse_redirect(redirect)
         self._logged_in = True
+        self._login_server = self._authorization_server()
 
     async def _callback(self) -> AuthorizationCodeResult:
         result, self._result = self._result, None
