@@ -418,6 +418,37 @@ def test_jsonl_records_still_go_in_one_by_one(tmp_path):
     assert problems[0].startswith(f"{tmp_path / 'c.jsonl'}:2: not JSON")
 
 
+def test_a_multi_dot_suffix_finds_its_reader(tmp_path):
+    """Why: readers registered for ``.tar.gz``-style suffixes never matched (lookups used the last suffix)."""
+    import gzip
+
+    from toolkernel.readers import ReadDocument
+    from toolkernel.registries import ReaderRegistry
+    from toolkernel_rag.readers.builtin import register_builtin_readers
+
+    def read_gzipped_log(path: Path):
+        yield ReadDocument(gzip.decompress(path.read_bytes()).decode(), "text", {"gzipped": True})
+
+    registry = ReaderRegistry()
+    register_builtin_readers(registry)
+    registry.add("gzipped-log", read_gzipped_log, suffixes=[".log.gz"])
+    (tmp_path / "server.log.gz").write_bytes(gzip.compress(b"disk full on node 7"))
+    (tmp_path / "notes.v2.txt").write_text("a dotted name, plain text")
+    (tmp_path / "README").write_text("no suffix at all")
+    (tmp_path / "photo.gz").write_bytes(gzip.compress(b"not a log"))
+    reader = SourceReader(str(tmp_path), readers=registry)
+    docs = {d.id: d for d in reader.documents()}
+    assert sorted(docs) == ["README", "notes.v2.txt", "server.log.gz"]
+    assert docs["server.log.gz"].text == "disk full on node 7"
+    assert docs["server.log.gz"].metadata["kind"] == "gzipped-log"
+    assert docs["notes.v2.txt"].metadata["kind"] == "text"
+    assert [f"{p.where}: {p.reason}" for p in reader.problems] == [
+        f"{tmp_path}: unsupported file types skipped: 1 .gz"
+    ]
+    assert registry.suffix_of("Server.LOG.GZ") == ".log.gz"
+    assert registry.suffix_of(".bashrc") == ""
+
+
 # -- The built-in readers pass the reader conformance kit ---------------------------------------
 
 
