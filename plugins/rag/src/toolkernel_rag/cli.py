@@ -212,6 +212,7 @@ def _json_option(value: str | None, flag: str) -> Any:
 
 
 async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel.embedders import progress_shown_by_caller
     from toolkernel_rag.ingestion import ingest
     from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
     from toolkernel_rag.progress import ProgressDisplay
@@ -244,11 +245,13 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
     )
     display = ProgressDisplay("none" if args.quiet else args.progress, sys.stderr, args.progress_every)
     try:
-        async with kb:
-            if ray_options is None:
-                report = await ingest(kb, args.sources, batch_chunks=args.batch, progress=display.update)
-            else:
-                report = await _ingest_on_ray(kb, args, ray_options, display)
+        # The display is the run's one progress report: embedders log none of their own.
+        with progress_shown_by_caller():
+            async with kb:
+                if ray_options is None:
+                    report = await ingest(kb, args.sources, batch_chunks=args.batch, progress=display.update)
+                else:
+                    report = await _ingest_on_ray(kb, args, ray_options, display)
     finally:
         display.close()
     for problem in report.problems:
@@ -499,11 +502,17 @@ def _document_entry(row: Any) -> dict[str, Any]:
 async def _documents(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel.errors import ConfigError
     from toolkernel_rag.kb import KnowledgeBase
+    from toolkernel_rag.layout import KBError
 
     if args.limit < 1:
         raise ConfigError(f"kb documents: --limit must be at least 1, got {args.limit}")
     where = _json_option(args.where, "--where")
     async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
+        if args.after is not None and kb.document(args.after) is None:
+            raise KBError(
+                f"kb documents --after {args.after!r}: knowledge base {kb.name!r} has no such document "
+                "(pass the id a previous page ended with)"
+            )
         # One more than asked says whether another page follows.
         rows = kb.documents(args.limit + 1, args.after, source=args.source, where=where)
     page, more = rows[: args.limit], len(rows) > args.limit

@@ -105,6 +105,7 @@ async def ingest(
         report.total = sum(reader.count() for reader in readers)  # the work, before any of it
         if progress is not None:
             progress(report)
+        kb.catalog.start_bulk_load()
         for source, reader in zip(sources, readers, strict=True):
             known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
@@ -163,7 +164,8 @@ async def finish_source(
 
 
 async def finish_run(kb: KnowledgeBase, report: IngestReport, started: float, span: trace.Span) -> None:
-    """After every source: catch the extensions up, refresh the BM25 index, time the run."""
+    """After every source: end the bulk load, catch extensions up, refresh the BM25 index, time the run."""
+    kb.catalog.finish_bulk_load()
     if await catch_up_extensions(kb):
         kb.catalog.bump_generation()  # readers reload the extensions' state they follow
     kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild

@@ -111,7 +111,7 @@ class SourceReader:
         out: list[tuple[Path, str]] = []
         unsupported: dict[str, int] = {}
         for path in sorted(_walk(root)):
-            if self.readers.for_suffix(path.suffix) is None:
+            if self.readers.for_filename(path.name) is None:
                 # One line per directory walk, not one per image or lock file.
                 suffix = path.suffix.lower() or "(none)"
                 unsupported[suffix] = unsupported.get(suffix, 0) + 1
@@ -149,7 +149,7 @@ class SourceReader:
         """The documents of one file; a file that cannot be read is a problem, not an exception."""
         from toolkernel_rag.readers.text import NotText
 
-        name = self.readers.for_suffix(path.suffix)
+        name = self.readers.for_filename(path.name)
         if name is None:
             self.problems.append(SourceProblem(str(path), f"unsupported file type {path.suffix or '(none)'}"))
             return

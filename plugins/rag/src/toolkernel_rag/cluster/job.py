@@ -116,6 +116,7 @@ async def ingest_on_ray(
             plans, rows, known_by_source = _plan(kb, readers)
         if progress is not None:
             progress(report)
+        kb.catalog.start_bulk_load()
         spec = _job_spec(kb, session, plans, known_by_source)
         stream = _Stream(_pipeline(spec, rows, options, kb.vectors_in_catalog), options.stall_timeout)
         seen: list[set[str]] = [set() for _ in readers]

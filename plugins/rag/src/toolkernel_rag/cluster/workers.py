@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from opentelemetry import propagate, trace
 
+from toolkernel.embedders import progress_shown_by_caller
 from toolkernel_rag.catalog import StoredChunk
 from toolkernel_rag.sources import Document, SourceProblem, SourceReader, qualified_id
 
@@ -265,7 +266,8 @@ class EmbedActor:
         texts = [c.text for _, piece in pieces for c in piece.chunks]
         with _tracer.start_as_current_span("kb.embed", context=_context(self.spec)) as span:
             started = time.perf_counter()
-            vectors = self.loop.run_until_complete(self.embedder.embed(texts)) if texts else []
+            with progress_shown_by_caller():  # the driver shows the job's progress
+                vectors = self.loop.run_until_complete(self.embedder.embed(texts)) if texts else []
             seconds = time.perf_counter() - started
             span.set_attribute("kb.texts", len(texts))
         payloads = list(batch["payload"])
