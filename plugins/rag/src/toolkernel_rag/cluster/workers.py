@@ -285,7 +285,8 @@ class PgWriteActor:
 
     The same :func:`~toolkernel_rag.ingestion.begin_write` / ``finish_write`` as the local
     pipeline: pending first, then chunks and vectors committed with the documents in one
-    transaction (documents are locked row by row, so writers run side by side).
+    transaction (documents are locked row by row, so writers run side by side). Its
+    connections close with the actor's process when the pool is shut down.
     """
 
     def __init__(self, spec: JobSpec) -> None:
@@ -325,9 +326,3 @@ class PgWriteActor:
                 row = (piece.source, doc.id, doc.id in known, len(piece.chunks))
                 payloads[i] = pickle.dumps((*row, piece.chunk_seconds, piece.embed_seconds))
         return _batch(statuses, payloads)
-
-    def __del__(self) -> None:
-        kb = getattr(self, "kb", None)
-        if kb is not None and not self.loop.is_closed():
-            self.loop.run_until_complete(kb.aclose())
-            self.loop.close()
