@@ -102,6 +102,7 @@ async def ingest(
         report.total = sum(reader.count() for reader in readers)  # the work, before any of it
         if progress is not None:
             progress(report)
+        kb.catalog.start_bulk_load()
         for source, reader in zip(sources, readers, strict=True):
             known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
@@ -144,6 +145,7 @@ async def ingest(
                 kb.catalog.forget_source(reader.location)
             if progress is not None:
                 progress(report)
+        kb.catalog.finish_bulk_load()
         if await catch_up_extensions(kb):
             kb.catalog.bump_generation()  # readers reload the extensions' state they follow
         kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild

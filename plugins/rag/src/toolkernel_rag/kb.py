@@ -125,7 +125,7 @@ class KnowledgeBase:
             from toolkernel_rag.postgres.schema import schema_name
             from toolkernel_rag.postgres.search import PgSparse
 
-            catalog = PgCatalog(database, schema_name(location.name))
+            catalog = PgCatalog(database, schema_name(location.name), manifest.embedder.dimension)
             self.catalog, self.sparse = catalog, PgSparse(catalog, manifest.sparse)
         else:
             self.catalog = Catalog(self.directory / CATALOG, writable=writable)
