@@ -8,7 +8,8 @@ import time
 import pytest
 
 from toolkernel.shared_state import STORE_TIMEOUT_S, StoreUnavailable
-from toolkernel_redis._client import connect, guarded
+from toolkernel_redis._client import MAX_CONNECTIONS, connect, guarded
+from toolkernel_redis._state import RedisSharedState
 from toolkernel_redis.testing import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,3 +42,19 @@ async def test_a_store_that_is_gone_is_not_blamed_on_the_loop(tmp_path) -> None:
         redis_server.stop()
     assert "overloaded" not in str(refused.value)
     assert redis_server.url in str(refused.value)
+
+
+@pytest.mark.anyio
+async def test_a_burst_of_store_calls_beyond_the_pool_waits_for_connections(tmp_path) -> None:
+    with RedisServer(str(tmp_path)) as redis_server:
+        state = RedisSharedState(redis_server.url)
+        try:
+            # Four times as many calls at once as the pool has connections (as when every
+            # session's registry entry is touched together): they queue, none fails.
+            burst = [state.sessions.touch(f"s{i}", 60.0) for i in range(4 * MAX_CONNECTIONS)]
+            outcomes = await asyncio.gather(*burst, return_exceptions=True)
+            clients = await state.client.client_list()
+        finally:
+            await state.client.aclose()
+    assert [o for o in outcomes if isinstance(o, BaseException)] == []
+    assert len(clients) <= MAX_CONNECTIONS

@@ -20,18 +20,29 @@ PREFIX = "toolkernel:"
 """Every key and channel this plugin uses starts with it."""
 
 
+MAX_CONNECTIONS = 64
+"""Connections one process keeps to Redis at most; store calls beyond them wait for one."""
+
+
 def connect(url: str) -> aioredis.Redis:
-    """A client for ``url`` that gives up fast: a dead Redis must not hold a request."""
-    return aioredis.Redis.from_url(
+    """A client for ``url`` that gives up fast: a dead Redis must not hold a request.
+
+    Its pool is a blocking one: a burst of more store calls than :data:`MAX_CONNECTIONS`
+    queues for a free connection (within the calls' budget) instead of failing with "Too many
+    connections", and the pool, which never shrinks, stays small.
+    """
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=STORE_TIMEOUT_S,
         socket_connect_timeout=STORE_TIMEOUT_S / 2,
         socket_timeout=STORE_TIMEOUT_S,
         # Once, at once: a pooled connection Redis closed (it restarted) is replaced by a new one.
         retry=Retry(NoBackoff(), 1),
         retry_on_error=[RedisConnectionError],
-        max_connections=256,
         health_check_interval=30,
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 LATE_S = 0.25
