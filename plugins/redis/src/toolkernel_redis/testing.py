@@ -178,7 +178,9 @@ def caddyfile(port: int, upstreams: Sequence[str]) -> str:
     Any Host is passed through to the replicas (they check it: DNS-rebinding protection).
     Round-robin with no stickiness; ``lb_try_duration`` retries a request on another
     replica while one is down (before any response byte); ``flush_interval -1`` passes
-    SSE events through unbuffered.
+    SSE events through unbuffered; ``keepalive 2s`` lets Caddy drop an idle connection to a
+    replica before the replica does (uvicorn's keep-alive is 5 s): otherwise a POST sent on a
+    connection the replica is closing at that instant is reset, and Caddy answers 502.
     """
     return (
         "{\n\tadmin off\n\tauto_https off\n}\n\n"
@@ -188,6 +190,9 @@ def caddyfile(port: int, upstreams: Sequence[str]) -> str:
         "\t\tlb_policy round_robin\n"
         "\t\tlb_try_duration 5s\n"
         "\t\tflush_interval -1\n"
+        "\t\ttransport http {\n"
+        "\t\t\tkeepalive 2s\n"
+        "\t\t}\n"
         "\t}\n}\n"
     )
 
