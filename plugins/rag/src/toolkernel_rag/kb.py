@@ -518,18 +518,7 @@ class KnowledgeBase:
 
         ``auto`` cuts a ``code`` document with the grammar of its ``language``.
         """
-        from toolkernel_rag.chunking import chunker_for
-
-        spec = dict(self.manifest.chunker)
-        name = spec.pop("name")
-        if name == "auto":
-            name = chunker_for(kind)
-            if name == "code" and language:
-                spec["language"] = language
-        key = f"{name}:{spec.get('language', '')}" if name == "code" else name
-        if key not in self._chunkers:
-            self._chunkers[key] = self.kernel.chunker(name, **spec)
-        return self._chunkers[key]
+        return manifest_chunker(self.kernel, self.manifest.chunker, kind, language, self._chunkers)
 
     def reranker(self, name: str) -> Reranker:
         """The reranker ``name``, made once; one that cannot work here is a :class:`KBError` saying why.
@@ -1082,6 +1071,31 @@ def _remove_unfinished(directory: Path) -> None:
 
 
 _embedders: weakref.WeakKeyDictionary[Kernel, dict[str, Embedder]] = weakref.WeakKeyDictionary()
+
+
+def manifest_chunker(
+    kernel: Kernel,
+    spec: Mapping[str, Any],
+    kind: str,
+    language: str | None,
+    cache: dict[str, Chunker],
+) -> Chunker:
+    """The chunker a manifest's chunker ``spec`` gives a document of ``kind`` (made once into ``cache``).
+
+    A function of the manifest alone, so Ray workers cut documents exactly as the local pipeline does.
+    """
+    from toolkernel_rag.chunking import chunker_for
+
+    options = dict(spec)
+    name = options.pop("name")
+    if name == "auto":
+        name = chunker_for(kind)
+        if name == "code" and language:
+            options["language"] = language
+    key = f"{name}:{options.get('language', '')}" if name == "code" else name
+    if key not in cache:
+        cache[key] = kernel.chunker(name, **options)
+    return cache[key]
 
 
 def shared_embedder(kernel: Kernel, name: str, options: Mapping[str, Any]) -> Embedder:

@@ -135,9 +135,14 @@ class SourceReader:
                 total += 1
         return total
 
-    def documents(self) -> Iterator[Document]:
+    def walked(self) -> list[tuple[Path, str]]:
+        """The files :meth:`count` walked (walked now if it was not called), handed over once:
+        for an engine that reads them elsewhere, one :meth:`read` each."""
         walked, self._walked = self._walked, None
-        for path, relative in walked if walked is not None else self.files():
+        return walked if walked is not None else self.files()
+
+    def documents(self) -> Iterator[Document]:
+        for path, relative in self.walked():
             yield from self.read(path, relative)
 
     def read(self, path: Path, relative: str) -> Iterator[Document]:
