@@ -381,6 +381,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "Workflow",
     ],
     "toolkernel.shared_state": [
+        "SCOPE_SEPARATOR",
         "STORE_TIMEOUT_S",
         "Broadcast",
         "BroadcastSubscriptionBus",
@@ -407,6 +408,8 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "mime_type",
     ],
     "toolkernel.tasks": [
+        "ANSWER_TIMEOUT",
+        "DEFAULT_ANSWER_TIMEOUT_S",
         "DEFAULT_POLL_INTERVAL_MS",
         "DEFAULT_TTL_MS",
         "InMemoryTaskStore",

@@ -212,14 +212,17 @@ async def test_a_template_lists_its_resources_page_by_page(kernel, mode):
         read = (await client.read_resource("mem://items/item-24")).contents
         with pytest.raises(MCPError) as bad:
             await client.list_resources(cursor="not-a-cursor")
-        forged = []
-        for position in ([0, "x"], [0, "-1"], [0, "99"]):
+        forged, named = [], []
+        # The last carries a cursor of the template's own that its listing cannot read (ValueError).
+        for position in ([0, "x"], [0, "-1"], [0, "99"], [1, "not-an-offset"]):
             cursor = base64.urlsafe_b64encode(("p:" + json.dumps(position)).encode()).decode()
             with pytest.raises(MCPError) as refused:
                 await client.list_resources(cursor=cursor)
             forged.append(refused.value.error.code)
+            named.append(repr(cursor) in refused.value.error.message)
     # A cursor this server did not hand out is -32602, even one well formed but out of range.
-    assert forged == [types.INVALID_PARAMS] * 3
+    assert forged == [types.INVALID_PARAMS] * 4
+    assert named == [True] * 4
     # No page size: one page holds up to 1,000; the listing is asked until it has no more.
     assert unpaged == [everything]
     assert read[0].text == "item-24"

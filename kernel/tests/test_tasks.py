@@ -83,3 +83,36 @@ async def test_cancel_stops_the_body_and_is_idempotent():
     await asyncio.wait_for(stopped.wait(), 5)
     assert (await runner.cancel(record.task_id)).status == "cancelled"  # type: ignore[union-attr]
     assert await runner.cancel("unknown") is None
+
+
+@pytest.mark.anyio
+async def test_an_unanswered_question_fails_the_task_instead_of_waiting_forever():
+    runner = TaskRunner(answer_timeout_s=0.05)
+
+    async def asks(handle: TaskHandle) -> dict[str, Any]:
+        await handle.ask("name", {"method": "elicitation/create", "params": {}})
+        return {"content": []}
+
+    record = await runner.start(asks)
+    await asyncio.wait_for(runner._running[record.task_id], 10)
+    failed = (await runner.get(record.task_id)).detailed()  # type: ignore[union-attr]
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == -32001
+    assert "no answer to input request 'name'" in failed["error"]["message"]
+    assert record.task_id in failed["error"]["message"]
+    await runner.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_question_waits_no_longer_than_the_task_lives():
+    runner = TaskRunner(ttl_ms=50)  # the default answer timeout is an hour: the ttl ends the wait
+
+    async def asks(handle: TaskHandle) -> dict[str, Any]:
+        await handle.ask("q", {"method": "roots/list", "params": {}})
+        return {"content": []}
+
+    record = await runner.start(asks)
+    task = runner._running[record.task_id]
+    await asyncio.wait_for(task, 10)
+    assert not task.cancelled()  # it ended on its own: the wait for an answer ran out
+    await runner.aclose()

@@ -28,8 +28,9 @@ same instant and stop after ``--duration`` seconds. Contenders ALTERNATE inside 
 (A B C D, A B C D, ...) so machine noise lands on all of them alike. Reported per contender and
 mode: calls/s (median over rounds, min, max), latency p50/p99 (pooled), the server process's
 CPU time per call (user + system from /proc over the measured window: what the server spent,
-which a busy machine disturbs far less than wall-clock rates), and ratios against fastmcp and sdk
-(throughput: this/reference; cpu_efficiency: reference CPU per call / this).
+which a busy machine disturbs far less than wall-clock rates), and ratios against fastmcp, sdk
+and the raw floor (throughput: this/reference; cpu_efficiency: reference CPU per call / this).
+The 1-minute load average is recorded before every round (the machine is often shared).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ CONTENDERS = (
     Contender("sdk", "mcp SDK MCPServer.streamable_http_app under uvicorn"),
     Contender("raw", "bare Starlette route answering JSON-RPC, no MCP framework (the floor)"),
 )
-REFERENCES = ("fastmcp", "sdk")
+REFERENCES = ("fastmcp", "sdk", "raw")
 
 
 # -- servers (run in their own processes: --serve NAME) ------------------------------------------
@@ -164,8 +165,18 @@ def serve_peer(name: str, mode: str, port: int) -> None:
     uvicorn.run(_peer_app(name, mode), host="127.0.0.1", port=port, log_level="warning")
 
 
+BASELINE = "toolkernel-before"
+"""The contender ``--baseline DIR`` adds: toolkernel served from the kernel and HTTP plugin sources in DIR."""
+_baseline: Path | None = None
+
+
 def _server_command(name: str, mode: str, port: int) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
+    if name == BASELINE and _baseline is not None:
+        # Ahead of the editable installs on the path: the other tree's kernel and HTTP plugin.
+        sources = [str(_baseline / "kernel" / "src"), str(_baseline / "plugins" / "http" / "src")]
+        env["PYTHONPATH"] = os.pathsep.join([*sources, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        name = "toolkernel"
     if name == "toolkernel":
         env["TOOLKERNEL_HTTP_STATELESS"] = "true" if mode == "stateless-json" else "false"
         env["TOOLKERNEL_HTTP_JSON_RESPONSE"] = "true" if mode == "stateless-json" else "false"
@@ -496,6 +507,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 rounds of 2 s; writes nothing")
     parser.add_argument("--start-timeout", type=float, default=120.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another commit (git archive REV | tar -x -C DIR): adds toolkernel served from "
+        f"its kernel and HTTP plugin sources as the contender {BASELINE!r}, for before/after in one run",
+    )
     # Internal roles: one server, or one load generator process.
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -516,7 +533,13 @@ def main() -> None:
 
     if args.quick:
         args.rounds, args.duration, args.warmup = 2, 2.0, 1.0
+    global _baseline
     names = [c.name for c in CONTENDERS if not args.only or c.name in args.only]
+    notes = {c.name: c.note for c in CONTENDERS if c.name in names}
+    if args.baseline is not None:
+        _baseline = args.baseline.resolve()
+        names.insert(0, BASELINE)
+        notes[BASELINE] = f"toolkernel with the kernel and HTTP plugin of {_baseline}"
     modes = args.mode or list(MODES)
     report: dict[str, Any] = {
         "benchmark": "http",
@@ -525,17 +548,21 @@ def main() -> None:
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
+            "load": os.getloadavg(),
         },
         "packages": {p: _version(p) for p in PACKAGES},
         "settings": {k: getattr(args, k) for k in ("rounds", "duration", "warmup", "clients", "procs")},
-        "contenders": {c.name: c.note for c in CONTENDERS if c.name in names},
+        "contenders": notes,
         "modes": {},
+        "load_per_round": {},
     }
     for mode in modes:
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+        loads: list[float] = []
         with _servers(names, mode, args.start_timeout) as servers:
             # Round 0 is a warm-up (lazy imports, first-call caches, connection pools): not recorded.
             for round_no in range(args.rounds + 1):
+                loads.append(os.getloadavg()[0])
                 for name in names:
                     url, pid = servers[name]
                     run = _run_load(url, pid, mode, args.clients, args.procs, args.duration, args.warmup)
@@ -545,10 +572,12 @@ def main() -> None:
                         continue
                     runs[name].append(run)
                     print(
-                        f"[{mode}] round {round_no} {name:<10} {run['calls_per_s']:>9.0f} calls/s",
+                        f"[{mode}] round {round_no} {name:<10} {run['calls_per_s']:>9.0f} calls/s"
+                        f"  (load {loads[-1]:.1f})",
                         flush=True,
                     )
         report["modes"][mode] = _summarize(runs)
+        report["load_per_round"][mode] = loads
     _print(report)
     if not args.quick:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -590,7 +619,8 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def _print(report: dict[str, Any]) -> None:
     refs = "".join(f"  {'x ' + r:>9} {'cpu ' + r:>9}" for r in REFERENCES)
     for mode, rows in report["modes"].items():
-        print(f"\n{mode}: {report['settings']['clients']} concurrent clients")
+        loads = ", ".join(f"{x:.1f}" for x in report["load_per_round"][mode])
+        print(f"\n{mode}: {report['settings']['clients']} concurrent clients; load average per round {loads}")
         head = f"{'contender':<11}{'calls/s':>9}{'min':>8}{'max':>8}{'p50 ms':>9}{'p99 ms':>9}{'cpu us':>8}"
         print(head + refs)
         for name, row in rows.items():

@@ -16,8 +16,9 @@ served by ``toolkernel kb serve`` as a subprocess and asked through the ``mcp`` 
 GraphRAG extension during the same ingest) on every judged query, for each backend, with
 client-side p50/p99 of the ``tools/call`` round trip. ``scale``: a corpus of N one-chunk
 documents (SciFact and HotpotQA passages cut to 600 characters, repeated with new ids),
-ingest rate, then 200 hybrid queries (p50/p99) and the server's peak RSS (``VmHWM``).
-Writes ``tests/benchmarks/results/kb_backends_<part>.json``.
+ingest rate, then 200 hybrid queries (p50/p99), the server's peak RSS (``VmHWM``), and how
+long after a one-document ingest (run while the server is up) the server first finds it.
+Writes ``tests/benchmarks/results/kb_backends_<part>.json`` (``scale``: after each size).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -73,9 +75,18 @@ def backends(url: str, name: str) -> dict[str, tuple[str, list[str]]]:
 
 
 async def ask(
-    kb: str, home: list[str], queries: list[str], modes: list[str], errlog: TextIO
-) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int]:
-    """Every query under every mode through one ``kb serve``; rankings, latencies, peak RSS (KiB)."""
+    kb: str,
+    home: list[str],
+    queries: list[str],
+    modes: list[str],
+    errlog: TextIO,
+    fresh: Path | None = None,
+) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int, float | None]:
+    """Every query under every mode through one ``kb serve``; rankings, latencies, peak RSS (KiB).
+
+    With ``fresh`` (a one-document corpus), then ingest it while the server runs and return
+    too how many seconds after that ingest ended the server first finds the new document.
+    """
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "toolkernel", "kb", "serve", "--kb", kb, *home]
     )
@@ -92,7 +103,29 @@ async def ask(
                 latencies[mode].append(time.perf_counter() - started)
                 rankings[mode].append(list(dict.fromkeys(ranking)))
         rss = peak_rss()
-    return rankings, latencies, rss
+        seen_after = None if fresh is None else await pickup(client, kb, home, fresh)
+    return rankings, latencies, rss, seen_after
+
+
+FRESH_WORD = "quokkaplanetarium"
+"""The word only the document of a pick-up measurement holds."""
+
+
+def fresh_corpus(path: Path) -> Path:
+    """A one-document corpus whose document alone holds :data:`FRESH_WORD`."""
+    path.write_text(json.dumps({"id": "fresh", "text": f"A new page about the {FRESH_WORD}."}) + "\n")
+    return path
+
+
+async def pickup(client: Client, kb: str, home: list[str], fresh: Path) -> float:
+    """Ingest ``fresh`` beside a running server; seconds from that ingest's end until it is found."""
+    await anyio.to_thread.run_sync(lambda: ingest(fresh, kb, home, ["--no-extensions"]))
+    ended = time.perf_counter()
+    while time.perf_counter() - ended < CALL_TIMEOUT:
+        if any(d.endswith("fresh") for d in await search(client, FRESH_WORD, "hybrid")):
+            return time.perf_counter() - ended
+        await anyio.sleep(0.05)
+    raise RuntimeError(f"the server of {kb} did not find a new document within {CALL_TIMEOUT:.0f} s")
 
 
 async def search(client: Client, query: str, mode: str) -> list[str]:
@@ -128,7 +161,7 @@ def quality(url: str, names: list[str]) -> dict[str, Any]:
             seconds, summary = ingest(corpus, kb, home, [])
             print(f"  {name} {backend}: ingested in {seconds:.0f} s: {summary}", flush=True)
             with open(os.devnull, "w") as devnull:
-                rankings, latencies, rss = anyio.run(ask, kb, home, data.queries, modes, devnull)
+                rankings, latencies, rss, _ = anyio.run(ask, kb, home, data.queries, modes, devnull)
             rows[backend] = {
                 mode: {
                     **beir.evaluate(data, rankings[mode]).as_dict(),
@@ -165,18 +198,22 @@ def scaled_corpus(path: Path, chunks: int) -> Path:
     return path
 
 
-def scale(url: str, sizes: list[int], queries: int) -> dict[str, Any]:
+def scale(url: str, sizes: list[int], queries: int, save: Callable[[dict[str, Any]], None]) -> None:
+    """Each size in turn, both backends; ``save`` is given what is measured so far after each size."""
     questions = beir.load("scifact").queries + beir.load("hotpotqa").queries
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
+        fresh = fresh_corpus(Path(tmp) / "fresh.jsonl")
         for size in sizes:
             corpus = scaled_corpus(Path(tmp) / f"corpus-{size}.jsonl", size)
-            rows: dict[str, Any] = {}
+            rows: dict[str, Any] = {"load_before": os.getloadavg()}
             for backend, (kb, home) in backends(url, f"s{size}").items():
                 extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
                 seconds, summary = ingest(corpus, kb, home, extra)
                 with open(os.devnull, "w") as devnull:
-                    _, latencies, rss = anyio.run(ask, kb, home, questions[:queries], ["hybrid"], devnull)
+                    _, latencies, rss, seen_after = anyio.run(
+                        ask, kb, home, questions[:queries], ["hybrid"], devnull, fresh
+                    )
                 rows[backend] = {
                     "chunks": summary["chunks"],
                     "ingest_seconds": round(seconds, 1),
@@ -184,20 +221,24 @@ def scale(url: str, sizes: list[int], queries: int) -> dict[str, Any]:
                     "hybrid_p50_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.5), 1),
                     "hybrid_p99_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.99), 1),
                     "server_peak_rss_mib": round(rss / 1024, 1),
+                    "new_document_seen_after_seconds": None if seen_after is None else round(seen_after, 2),
                 }
                 print(f"  {size} {backend}: {rows[backend]}", flush=True)
+                if backend == "embedded":
+                    shutil.rmtree(kb, ignore_errors=True)  # the disk of the next size
             rows["postgresql_to_embedded_p50"] = round(
                 rows["postgresql"]["hybrid_p50_ms"] / rows["embedded"]["hybrid_p50_ms"], 2
             )
+            rows["load_after"] = os.getloadavg()
             out[str(size)] = rows
-    return out
+            save(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("part", choices=("quality", "scale"))
     parser.add_argument("--datasets", nargs="+", default=["scifact", "hotpotqa"])
-    parser.add_argument("--chunks", nargs="+", type=int, default=[10_000, 100_000])
+    parser.add_argument("--chunks", nargs="+", type=int, default=[10_000, 100_000, 300_000])
     parser.add_argument("--queries", type=int, default=200, help="hybrid queries per scale point")
     args = parser.parse_args()
     shutil.rmtree(ROOT, ignore_errors=True)
@@ -207,16 +248,23 @@ def main() -> None:
         "embedder": EMBEDDER,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
     }
+    out = beir.RESULTS / f"kb_backends_{args.part}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(sizes: dict[str, Any]) -> None:
+        report["sizes"] = sizes
+        report["machine"]["load_end"] = os.getloadavg()
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {out}", flush=True)
+
     with tempfile.TemporaryDirectory(prefix="kb-backends-pg-") as pgdir, postgres_server(Path(pgdir)) as pg:
         if args.part == "quality":
             report["datasets"] = quality(pg.uri, args.datasets)
+            report["machine"]["load_end"] = os.getloadavg()
+            out.write_text(json.dumps(report, indent=2) + "\n")
+            print(f"wrote {out}")
         else:
-            report["sizes"] = scale(pg.uri, args.chunks, args.queries)
-    report["machine"]["load_end"] = os.getloadavg()
-    out = beir.RESULTS / f"kb_backends_{args.part}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+            scale(pg.uri, args.chunks, args.queries, save)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Run from the repository root (a script, not a test)::
 
     .venv/bin/python tests/benchmarks/kb_quality.py [--datasets scifact hotpotqa] [--queries N]
+        [--embedder local/wordllama-256] [--out FILE]
 
 For each data set (BEIR-style, read from ``../shared/datasets``) it builds a knowledge base at
 the defaults with the real command, ``toolkernel kb ingest corpus.jsonl --kb DIR`` (kept under
@@ -84,9 +85,9 @@ def configs() -> list[Config]:
     return out
 
 
-def ensure_kb(data: beir.Dataset, source: Path) -> Path:
+def ensure_kb(data: beir.Dataset, source: Path, embedder: str | None = None) -> Path:
     """Build (or bring up to date) the knowledge base of ``source`` with the real CLI."""
-    directory = KB_ROOT / data.name
+    directory = KB_ROOT / (data.name if embedder is None else f"{data.name}-{embedder.replace('/', '-')}")
     started = time.perf_counter()
     done = subprocess.run(
         [
@@ -99,6 +100,7 @@ def ensure_kb(data: beir.Dataset, source: Path) -> Path:
             "--kb",
             str(directory),
             "--quiet",
+            *(["--embedder", embedder] if embedder else []),
         ],
         capture_output=True,
         text=True,
@@ -207,6 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["scifact", "hotpotqa"])
     parser.add_argument("--queries", type=int, help="only the first N judged queries (a quick look)")
+    parser.add_argument("--embedder", help="embed with this one, not the default (e.g. local/wordllama-256)")
     parser.add_argument("--out", type=Path, default=beir.RESULTS / "kb_quality.json")
     args = parser.parse_args()
     wanted = configs()
@@ -218,7 +221,8 @@ def main() -> None:
     }
     for name in args.datasets:
         data = beir.load(name)
-        directory = ensure_kb(data, beir.DATASETS / name if (beir.DATASETS / name).is_dir() else Path(name))
+        source = beir.DATASETS / name if (beir.DATASETS / name).is_dir() else Path(name)
+        directory = ensure_kb(data, source, args.embedder)
         with open(os.devnull, "w") as devnull:
             rows = anyio.run(run_queries, directory, data, wanted, args.queries, devnull)
         report["datasets"][name] = {

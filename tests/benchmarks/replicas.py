@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -69,26 +70,57 @@ def _summary(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def cost(redis_url: str, rounds: int, duration: float, clients: int) -> dict[str, Any]:
+def cost(
+    redis_url: str, rounds: int, duration: float, clients: int, modes: list[str] | None = None
+) -> dict[str, Any]:
     """Each mode: in-memory stores against Redis stores, one replica each, alternating rounds."""
     out: dict[str, Any] = {}
-    for mode in ("stateful-sse", "stateless-json"):
+    for mode in modes or ("stateful-sse", "stateless-json"):
         with replica("memory", mode, None) as memory, replica("redis", mode, redis_url) as shared:
             runs: dict[str, list[dict[str, Any]]] = {"memory": [], "redis": []}
+            loads: list[float] = []
             for round_no in range(rounds + 1):  # round 0 warms up
                 order = [("memory", memory), ("redis", shared)]
+                loads.append(os.getloadavg()[0])
                 for name, server in order if round_no % 2 else reversed(order):
                     run = load._run_load(server.url, server.process.pid, mode, clients, 2, duration, 1.0)
                     if round_no:
                         runs[name].append(_summary(run))
         best = {name: max(r["calls_per_s"] for r in rs) for name, rs in runs.items()}
+        median = {name: statistics.median(r["calls_per_s"] for r in rs) for name, rs in runs.items()}
+        cpu = {name: statistics.median(r["server_cpu_us_per_call"] for r in rs) for name, rs in runs.items()}
         out[mode] = {
             "rounds": runs,
+            "load_per_round": loads,
             "best_calls_per_s": best,
+            "median_calls_per_s": median,
+            "median_server_cpu_us_per_call": cpu,
             "redis_over_memory": round(best["redis"] / best["memory"], 3),
+            "redis_over_memory_median": round(median["redis"] / median["memory"], 3),
+            # Paired: each round's two contenders ran back to back.
+            "redis_over_memory_paired_median": round(
+                statistics.median(
+                    r["calls_per_s"] / m["calls_per_s"]
+                    for r, m in zip(runs["redis"], runs["memory"], strict=True)
+                ),
+                3,
+            ),
             "errors": sum(r["errors"] for rs in runs.values() for r in rs),
         }
-        print(mode, json.dumps(out[mode]["best_calls_per_s"]), out[mode]["redis_over_memory"], flush=True)
+        print(
+            mode,
+            "medians",
+            json.dumps(median),
+            "redis/memory",
+            out[mode]["redis_over_memory_median"],
+            "paired",
+            out[mode]["redis_over_memory_paired_median"],
+            "cpu us",
+            json.dumps(cpu),
+            "load",
+            loads,
+            flush=True,
+        )
     return out
 
 
@@ -129,6 +161,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per cost round")
     parser.add_argument("--clients", type=int, default=32, help="concurrent clients in the cost part")
+    parser.add_argument(
+        "--mode", dest="modes", action="append", choices=("stateful-sse", "stateless-json"), help="cost part"
+    )
     parser.add_argument("--sessions", type=int, default=1000, help="stateful sessions in the scale part")
     parser.add_argument("--phase", type=float, default=40.0, help="seconds per scale phase")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -141,7 +176,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp, RedisServer(tmp) as redis_server:
         if args.part in ("cost", "all"):
-            report["cost"] = cost(redis_server.url, args.rounds, args.duration, args.clients)
+            report["cost"] = cost(redis_server.url, args.rounds, args.duration, args.clients, args.modes)
         if args.part in ("scale", "all"):
             report["scale"] = scale(redis_server.url, args.sessions, args.phase, Path(tmp))
     report["machine"]["load_after"] = os.getloadavg()

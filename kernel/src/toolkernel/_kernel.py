@@ -186,6 +186,12 @@ class Kernel:
         self.check()
         return list(self._infos.values())
 
+    @property
+    def settings_tables(self) -> dict[str, dict[str, Any]]:
+        """The raw ``[plugins.<name>]`` tables this kernel was given (a copy), so another process
+        (a Ray worker, say) can build a kernel configured the same way."""
+        return {name: dict(table) for name, table in self._raw_settings.items()}
+
     def has_plugin(self, name: str) -> bool:
         """Whether a plugin called ``name`` is registered and loaded."""
         return self._pm.has_plugin(name)
@@ -454,7 +460,9 @@ class Kernel:
 
         scheme, sep, _ = url.partition("://")
         if not sep or not scheme:
-            raise ConfigError(f"shared state {redact_url(url)!r}: expected a URL such as redis://HOST:PORT/DB")
+            raise ConfigError(
+                f"shared state {redact_url(url)!r}: expected a URL such as redis://HOST:PORT/DB"
+            )
         if scheme not in self.shared_states:
             known = ", ".join(f"{s}://" for s in sorted(self.shared_states)) or "none"
             hint = " (pip install toolkernel-redis)" if scheme in ("redis", "rediss", "unix") else ""

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
 import uuid
 import warnings
 import weakref
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from toolkernel.prompts import Prompt
     from toolkernel.server import MCPServer
     from toolkernel.tools import Tool
+
+_logger = logging.getLogger("toolkernel.tasks")
 
 RESOURCE_NOT_FOUND = -32002
 HEADER_MISMATCH = -32020
@@ -197,14 +200,28 @@ class ServingAppImpl:
                 task.cancel()
 
     async def _run_job(self, job: Any) -> None:
-        """Run one queued task body; the job is done once its task has ended (or cannot run)."""
-        data = job.data
+        """Run one queued task body; the job is done once its task has ended (or cannot run).
+
+        When the store fails meanwhile (unreachable, or raising), the job is released rather
+        than left claimed by this worker for as long as it lives: the queue hands it out
+        again, and the task runs once the store answers.
+        """
+        try:
+            await self._run_job_body(job.data)
+            await job.done()
+        except asyncio.CancelledError:
+            raise  # the worker is stopping: the backend hands the job to another worker
+        except Exception as exc:
+            _logger.warning("task %s: job released to the queue: %s", job.data.get("task"), exc)
+            with contextlib.suppress(Exception):
+                await job.release()
+
+    async def _run_job_body(self, data: dict[str, Any]) -> None:
         record = await self.tasks.store.get(str(data.get("task")))
         tool = self.tools.get(str(data.get("tool")))
         if record is None or record.terminal or tool is None:
             if record is not None and not record.terminal:
                 await self.tasks._finish(record, "failed", error={"code": -32602, "message": "Unknown tool"})
-            await job.done()
             return
         auth = AuthInfo.model_validate(data["auth"]) if data.get("auth") else None
         values = data.get("values")
@@ -223,7 +240,6 @@ class ServingAppImpl:
             return _call_result(outcome).model_dump(by_alias=True, mode="json", exclude_none=True)
 
         await self.tasks.run_taken(record, work)
-        await job.done()
 
     @contextlib.asynccontextmanager
     async def session(self, *, transport: str, session_id: str | None = None) -> AsyncIterator[None]:
@@ -825,6 +841,7 @@ async def _listed_page(
         except (ValueError, TypeError, IndexError, UnicodeDecodeError):
             raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r}") from None
     page: list[types.Resource] = []
+    from_client = cursor is not None  # ``inner`` is still the client's, not one a listing handed out
     while len(page) < limit and part <= len(listers):
         if part == 0:
             start = int(inner or 0)
@@ -834,7 +851,14 @@ async def _listed_page(
                 inner = str(start + len(taken))
                 break
         else:
-            found, following = await call_maybe_async(listers[part - 1], inner, limit - len(page))
+            try:
+                found, following = await call_maybe_async(listers[part - 1], inner, limit - len(page))
+            except ValueError as exc:
+                if inner is None or not from_client:
+                    raise
+                # The client's cursor carried the template's own cursor, which its listing refused.
+                raise MCPError(types.INVALID_PARAMS, f"Invalid cursor: {cursor!r} ({exc})") from None
+            from_client = False
             page += [_wire_resource(r) for r in found]
             if following is not None:
                 inner = following

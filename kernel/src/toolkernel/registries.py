@@ -341,6 +341,28 @@ class ReaderRegistry(Registry[ReaderSpec]):
         """The name of the reader registered for ``suffix`` (``""``: no suffix), or ``None``."""
         return self._by_suffix.get(suffix.lower())
 
+    def suffix_of(self, filename: str) -> str | None:
+        """The longest suffix of ``filename`` some reader claims, or ``None``.
+
+        ``"logs.tar.gz"`` tries ``".tar.gz"`` before ``".gz"``, so a reader of a multi-dot
+        suffix wins over one of its last part; a name without a suffix (``"README"``,
+        ``".bashrc"``) is ``""``.
+        """
+        name = filename.lower()
+        stem = name.lstrip(".")  # a leading dot is a hidden file, not a suffix
+        if "." not in stem:
+            return "" if "" in self._by_suffix else None
+        dots = [i for i, c in enumerate(name) if c == "." and i >= len(name) - len(stem)]
+        for i in dots:  # earliest dot first: the longest suffix
+            if name[i:] in self._by_suffix:
+                return name[i:]
+        return None
+
+    def for_filename(self, filename: str) -> str | None:
+        """The name of the reader for a file called ``filename`` (see :meth:`suffix_of`), or ``None``."""
+        suffix = self.suffix_of(filename)
+        return None if suffix is None else self._by_suffix[suffix]
+
     def suffixes(self) -> list[str]:
         """Every suffix some reader answers for, sorted."""
         return sorted(self._by_suffix)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from toolkernel.tasks import TaskStore
 
 __all__ = [
+    "SCOPE_SEPARATOR",
     "STORE_TIMEOUT_S",
     "Broadcast",
     "BroadcastSubscriptionBus",
@@ -61,6 +62,10 @@ _logger = logging.getLogger("toolkernel.shared_state")
 
 STORE_TIMEOUT_S = 1.5
 """Longest a backend may take to answer before the operation fails with :class:`StoreUnavailable`."""
+
+
+SCOPE_SEPARATOR = "\x1f"
+"""Joins a session id and one of its streams into the stream id an :class:`EventLog` sees."""
 
 
 class StoreUnavailable(ToolkernelError):
@@ -157,14 +162,19 @@ class QueuedJob(Protocol):
         """The job is over (whatever its outcome): no other worker will run it."""
         ...
 
+    async def release(self) -> None:
+        """Give the job back unfinished (the store failed): a worker, maybe this one, takes it again."""
+        ...
+
 
 @runtime_checkable
 class TaskQueue(Protocol):
     """Task bodies waiting for a worker, delivered at least once.
 
     A job taken by a worker stays that worker's while the worker lives (the backend
-    renews its claim); if the worker's process dies, another worker takes the job again
-    after a delay, so a job may run more than once.
+    renews its claim) until it is done or released; if the worker's process dies, or it
+    releases the job, a worker takes the job again after a delay, so a job may run more
+    than once.
     """
 
     async def put(self, data: dict[str, Any]) -> None:
@@ -180,7 +190,7 @@ class TaskQueue(Protocol):
 class EventLog(Protocol):
     """The SDK's ``EventStore`` contract (``store_event``, ``replay_events_after``), plus release.
 
-    Stream ids are ``<session id><US><stream>`` (``toolkernel_http._events.SCOPE_SEPARATOR``);
+    Stream ids are ``<session id><US><stream>`` (:data:`SCOPE_SEPARATOR`);
     event ids must be unique across every replica and name their stream on their own.
     """
 
@@ -240,13 +250,25 @@ SharedStateFactory = Callable[[str], SharedState]
 
 
 class InMemorySessionRegistry:
-    """Sessions in a dict of this process (the default: nothing to share)."""
+    """Sessions in a dict of this process (the default: nothing to share).
+
+    Expired records go when they are loaded, and each :meth:`save` and :meth:`touch`
+    also looks at up to :data:`SWEEP_BATCH` of the others, in turn, dropping those
+    expired: records nobody asks for again do not pile up, and no call pays for more than
+    a batch.
+    """
+
+    SWEEP_BATCH = 32
 
     def __init__(self) -> None:
         self._records: dict[str, tuple[SessionRecord, float | None]] = {}
 
+    def __len__(self) -> int:
+        return len(self._records)
+
     async def save(self, record: SessionRecord, ttl_s: float | None) -> None:
         """Store ``record`` until ``ttl_s`` passes without a touch."""
+        self._sweep()
         self._records[record.session_id] = (record, _deadline(ttl_s))
 
     async def load(self, session_id: str) -> SessionRecord | None:
@@ -261,6 +283,7 @@ class InMemorySessionRegistry:
 
     async def touch(self, session_id: str, ttl_s: float | None) -> bool:
         """Restart the record's time to live."""
+        self._sweep()
         record = await self.load(session_id)
         if record is not None:
             self._records[session_id] = (record, _deadline(ttl_s))
@@ -269,6 +292,15 @@ class InMemorySessionRegistry:
     async def drop(self, session_id: str) -> None:
         """Forget the session."""
         self._records.pop(session_id, None)
+
+    def _sweep(self) -> None:
+        """Look at the :data:`SWEEP_BATCH` records stored longest ago: drop the expired, requeue the rest."""
+        now = time.monotonic()
+        for _ in range(min(self.SWEEP_BATCH, len(self._records))):
+            session_id = next(iter(self._records))
+            entry = self._records.pop(session_id)
+            if entry[1] is None or entry[1] >= now:
+                self._records[session_id] = entry
 
 
 def _deadline(ttl_s: float | None) -> float | None:

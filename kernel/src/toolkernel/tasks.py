@@ -27,6 +27,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from toolkernel.errors import ProtocolError
 
 __all__ = [
+    "ANSWER_TIMEOUT",
+    "DEFAULT_ANSWER_TIMEOUT_S",
     "DEFAULT_POLL_INTERVAL_MS",
     "DEFAULT_TTL_MS",
     "InMemoryTaskStore",
@@ -53,6 +55,10 @@ TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 DEFAULT_TTL_MS = 60 * 60 * 1000
 """How long a task is kept after it is created (one hour), unless the runner says otherwise."""
 DEFAULT_POLL_INTERVAL_MS = 200
+DEFAULT_ANSWER_TIMEOUT_S = 60 * 60.0
+"""Longest a task waits for ``tasks/update`` to answer one question, unless its ttl ends sooner."""
+ANSWER_TIMEOUT = -32001
+"""The error code a task fails with when a question of its goes unanswered (JSON-RPC request timeout)."""
 
 
 def _now() -> str:
@@ -85,10 +91,15 @@ class TaskRecord:
 
     def expired(self, now: datetime) -> bool:
         """Whether the task has outlived its ``ttl_ms`` (counted from creation)."""
+        left = self.seconds_left(now)
+        return left is not None and left < 0
+
+    def seconds_left(self, now: datetime) -> float | None:
+        """Seconds until the task outlives its ``ttl_ms`` (negative once it has); ``None``: it never does."""
         if self.ttl_ms is None:
-            return False
+            return None
         created = datetime.fromisoformat(self.created_at.replace("Z", "+00:00"))
-        return (now - created).total_seconds() * 1000 > self.ttl_ms
+        return self.ttl_ms / 1000 - (now - created).total_seconds()
 
     def info(self) -> dict[str, Any]:
         """The task's wire fields (``Task``): what ``CreateTaskResult`` carries."""
@@ -209,10 +220,13 @@ class TaskRunner:
         *,
         ttl_ms: int | None = DEFAULT_TTL_MS,
         poll_interval_ms: int | None = DEFAULT_POLL_INTERVAL_MS,
+        answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S,
     ) -> None:
         self.store: TaskStore = store if store is not None else InMemoryTaskStore()
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
+        self.answer_timeout_s = answer_timeout_s
+        """Longest :meth:`TaskHandle.ask` waits; the task's own ttl may end the wait sooner."""
         self._running: dict[str, asyncio.Task[None]] = {}
         self._waiting: dict[str, dict[str, asyncio.Future[dict[str, Any]]]] = {}
         self._watchers: list[Callable[[TaskRecord], None]] = []
@@ -399,13 +413,24 @@ class TaskRunner:
             listener(record)
 
     async def _ask(self, record: TaskRecord, key: str, request: dict[str, Any]) -> dict[str, Any]:
+        """Wait for the answer to ``key``, at most :attr:`answer_timeout_s` and never past the task's
+        ttl (an expired task can no longer be updated); a question left unanswered fails the task."""
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(record.task_id, {})[key] = future
         record.input_requests[key] = request
         record.status = "input_required"
         await self._touch(record)
+        left = record.seconds_left(datetime.now(UTC))
+        wait_s = max(0.0, self.answer_timeout_s if left is None else min(left, self.answer_timeout_s))
         try:
-            return await future
+            return await asyncio.wait_for(future, wait_s)
+        except TimeoutError:
+            raise ProtocolError(
+                ANSWER_TIMEOUT,
+                f"task {record.task_id}: no answer to input request {key!r} within {wait_s:g} s "
+                "(answer with tasks/update)",
+                {"taskId": record.task_id, "inputRequest": key},
+            ) from None
         finally:
             record.input_requests.pop(key, None)
             if not record.terminal and not record.input_requests:

@@ -168,6 +168,12 @@ def test_documents_show_and_remove_commands(
         assert code == 2
         assert len(err.strip().splitlines()) == 1, err
         assert "has no document 'corpus/nope.md'" in err
+    # Why: an unknown --after printed nothing and exited 0, like the end of the list.
+    code, out, err = _cli(capsys, "kb", "documents", "--after", "corpus/nope.md", "--kb", kb)
+    assert (code, out) == (2, "")
+    [line] = err.strip().splitlines()
+    assert "--after 'corpus/nope.md'" in line
+    assert "no such document" in line
     code, out, err = _cli(capsys, "kb", "remove", "corpus/guide/install.md", "--kb", kb)
     assert code == 0
     assert json.loads(out)["removed"] == 1

@@ -65,6 +65,11 @@ def _counts(url: str, name: str) -> dict[str, Any]:
             "chunks": one("SELECT count(*) FROM {s}.chunks"),
             "distinct_chunks": one("SELECT count(DISTINCT (document_id, seq)) FROM {s}.chunks"),
             "postings": one("SELECT count(*) FROM {s}.chunk_postings"),
+            "vector_index": one(
+                "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = '{s}.chunks'::regclass "
+                "AND a.amname = 'hnsw' AND i.indisvalid"
+            ),
             "stats_match": one(
                 "SELECT (SELECT chunks FROM {s}.stats) = (SELECT count(*) FROM {s}.chunks) "
                 "AND (SELECT chunk_length FROM {s}.stats) = "
@@ -101,6 +106,42 @@ async def test_bm25_scores_equal_the_embedded_index(postgres: PostgresService, t
             "river3 stone4", mode="hybrid", filter={"document_id": {"$in": sorted(chosen)}}, top_k=5
         )
         assert {h.chunk.document_id for h in hits} == chosen
+
+
+async def test_a_first_ingest_builds_the_vector_index_at_its_end(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """The HNSW index is built once over a first ingest's chunks; without it (an ingest stopped
+    before its end) dense search is exact, and the next ingest builds it."""
+    import psycopg
+
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
+    kb = await KnowledgeBase.open(
+        "bulk", kernel=make_kernel(), create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    dense_query = (
+        "SELECT id FROM kb_bulk.chunks "
+        "ORDER BY embedding <=> (SELECT embedding FROM kb_bulk.chunks LIMIT 1) LIMIT 5"
+    )
+    async with kb:
+        await ingest(kb, [str(corpus)])
+        assert _counts(postgres.uri, "bulk")["vector_index"] == 1
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            conn.execute("SET enable_seqscan = off")  # a table this small is cheaper to scan
+            plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + dense_query))
+            assert "chunks_embedding_idx" in plan
+        want = [
+            (h.chunk.id, round(h.score, 5)) for h in await kb.search("river3 stone4", mode="dense", top_k=5)
+        ]
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            conn.execute("DROP INDEX kb_bulk.chunks_embedding_idx")
+        got = [
+            (h.chunk.id, round(h.score, 5)) for h in await kb.search("river3 stone4", mode="dense", top_k=5)
+        ]
+        assert got == want
+        report = await ingest(kb, [str(corpus)])
+        assert report.unchanged == 40
+        assert _counts(postgres.uri, "bulk")["vector_index"] == 1
 
 
 def _by_score(ranked: list[tuple[str, Any]]) -> list[list[tuple[str, str]]]:
@@ -170,9 +211,12 @@ def test_a_killed_ingest_resumes_to_a_clean_ingests_counts(postgres: PostgresSer
     victim.wait(timeout=30)
     partial = _counts(postgres.uri, "killed")
     assert partial["documents"] < 300, "the ingest finished before it was killed: nothing was tested"
+    # A first ingest builds the HNSW index once at its end: the killed one left none...
+    assert partial["vector_index"] == 0
     subprocess.run([*clean, "--kb", "killed"], env=env, check=True, timeout=300, capture_output=True)
     want, got = _counts(postgres.uri, "clean"), _counts(postgres.uri, "killed")
-    assert got == want
+    assert got == want  # ...and the rerun, which found chunks there, built it at its end
+    assert got["vector_index"] == 1
     assert (got["chunks"], got["stats_match"], got["pending"]) == (got["distinct_chunks"], True, 0)
 
 

@@ -141,3 +141,33 @@ def test_the_snapshot_estimates_time_left_from_the_rate_so_far():
         "elapsed_s": 10.0, "eta_s": 30.0,
     }  # fmt: skip
     assert snapshot(IngestReport(total=5), 3.0)["eta_s"] is None  # nothing done yet: no rate
+
+
+@pytest.mark.parametrize("quiet", [("--quiet",), ("--progress", "none")])
+def test_no_progress_means_none_from_the_embedder_either(tmp_path, sources, quiet):
+    """Why: ``--quiet`` still printed the local embedder's own "embedding progress" lines."""
+    config = tmp_path / "toolkernel.toml"
+    config.write_text("[plugins.local]\nbatch_size = 1\nlog_every = 1\n")  # a line per text, were it shown
+    command = _command(tmp_path, sources, *quiet)
+    done = subprocess.run(
+        [*command[:3], "--config", str(config), *command[3:]],
+        capture_output=True, text=True, timeout=300, env=_env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["added"] == 7
+    assert done.stderr == ""
+
+
+def test_a_corrupt_pdf_is_one_skip_line_and_no_library_warning(tmp_path):
+    """Why: pypdf printed ``WARNING pypdf._reader: EOF marker not found`` beside the skip line."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4 nothing more")
+    (docs / "fine.txt").write_text("Lighthouses guide ships.")
+    done = subprocess.run(
+        _command(tmp_path, [str(docs)], "--quiet"), capture_output=True, text=True, timeout=300, env=_env()
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["added"] == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"skipped {docs / 'broken.pdf'}: ")

@@ -45,7 +45,56 @@ def one(path: Path) -> Document:
 # -- HTML: real pages of five generators ------------------------------------------------------
 
 FURNITURE = ("Next topic", "Previous topic", "This Page", "Show Source", "Quick search", "Report a Bug",
-             "Edit on GitHub", "Expand description", "¶")  # fmt: skip
+             "Edit on GitHub", "Expand description", "¶", "Edit this page",
+             "Built with Docusaurus")  # fmt: skip
+
+# Where each generator puts the article, and its furniture (navigation, sidebars, tables of
+# contents, headers and footers), as XPath over the real page.
+ARTICLE = {
+    "sphinx-python-venv.html": "//div[@class='body']",
+    "mkdocs-getting-started.html": "//*[@role='main']",
+    "rustdoc-tostring.html": "//*[@id='main-content']",
+    "docbook-xsltproc.html": "/html/body/div[@class='refentry']",
+    "docbook-postgresql-indexes-partial.html": "/html/body/div[@class='sect1']",
+    "docusaurus-embedders.html": "//div[contains(@class, 'theme-doc-markdown')]",
+}
+PAGE_FURNITURE = (
+    "//nav | //aside | //header[not(ancestor::article)] | //footer | //*[@role='navigation'] "
+    "| //*[contains(@class, 'sphinxsidebar') or contains(@class, 'related') or contains(@class, 'navheader') "
+    "or contains(@class, 'navfooter') or contains(@class, 'table-of-contents') or contains(@class, 'toc')]"
+)
+
+
+def _words(text: str) -> str:
+    """Whitespace and backquotes evened out, the permalink glyph a heading ends with removed."""
+    return " ".join(text.replace("`", "").split()).rstrip("¶#\u200b\uf0c1 ")
+
+
+@pytest.mark.parametrize("page", sorted(ARTICLE))
+def test_html_pages_keep_every_paragraph_and_heading_and_no_furniture(page):
+    """Judged on the real page itself: every heading and paragraph of its article element is in
+    the text, and no line of its navigation, sidebars, tables of contents or footers is."""
+    import lxml.html
+
+    tree = lxml.html.document_fromstring((HTML / page).read_bytes())
+    [article] = tree.xpath(ARTICLE[page])
+    text = _words(one(HTML / page).text)
+    headings = [_words(h.text_content()) for h in article.iter("h2", "h3", "h4")]
+    blocks = ".//p | .//div | .//ul | .//ol | .//dl | .//pre | .//table"
+    paragraphs = [_words(p.text_content()) for p in article.iter("p", "dd", "li") if not p.xpath(blocks)]
+    assert headings
+    assert paragraphs
+    for words in headings + [p for p in paragraphs if len(p) >= 20]:
+        assert words in text, f"{page} lost {words!r}"
+    kept = {_words(node.text_content()) for node in article.iter()}
+    furniture = {
+        _words(line)
+        for node in tree.xpath(PAGE_FURNITURE)
+        for line in [node.text_content(), *(n.text_content() for n in node.iter())]
+    }
+    for words in furniture - kept:
+        if len(words) >= 25:  # short labels ("Next", a module name) may be words of the article too
+            assert words not in text, f"{page} keeps furniture {words!r}"
 
 
 @pytest.mark.parametrize(
@@ -71,6 +120,18 @@ FURNITURE = ("Next topic", "Previous topic", "This Page", "Show Source", "Quick 
         ),
         ("docbook-xsltproc.html", "xsltproc", "# xsltproc", "command line XSLT processor"),
         (
+            "docusaurus-embedders.html",
+            "Embedders | toolkernel",
+            "# Embedders",
+            "```\nclass Embedder(Protocol):\n    @property\n    def name(self) -> str: ...",
+        ),
+        (
+            "docbook-postgresql-indexes-partial.html",
+            "11.8. Partial Indexes",
+            "# 11.8. Partial Indexes",
+            "CREATE INDEX orders_unbilled_index ON orders (order_nr)",
+        ),
+        (
             "handwritten-libxslt.html",
             "The XSLT C library for GNOME",
             "# The XSLT C library for GNOME",
@@ -89,6 +150,8 @@ def test_html_pages_come_out_as_their_article(page, title, first_heading, must_h
         assert furniture not in doc.text, f"{page} keeps {furniture!r}"
     assert "<script" not in doc.text
     assert "function(" not in doc.text
+    second = [line for line in doc.text.splitlines() if line.startswith("#")][1:2]
+    assert second != ["#" + first_heading], f"{page} repeats its title as a heading"
 
 
 async def test_sphinx_chunks_carry_their_heading_path_and_no_navigation(tmp_path):
@@ -416,6 +479,37 @@ def test_jsonl_records_still_go_in_one_by_one(tmp_path):
     ]
     assert len(problems) == 1
     assert problems[0].startswith(f"{tmp_path / 'c.jsonl'}:2: not JSON")
+
+
+def test_a_multi_dot_suffix_finds_its_reader(tmp_path):
+    """Why: readers registered for ``.tar.gz``-style suffixes never matched (lookups used the last suffix)."""
+    import gzip
+
+    from toolkernel.readers import ReadDocument
+    from toolkernel.registries import ReaderRegistry
+    from toolkernel_rag.readers.builtin import register_builtin_readers
+
+    def read_gzipped_log(path: Path):
+        yield ReadDocument(gzip.decompress(path.read_bytes()).decode(), "text", {"gzipped": True})
+
+    registry = ReaderRegistry()
+    register_builtin_readers(registry)
+    registry.add("gzipped-log", read_gzipped_log, suffixes=[".log.gz"])
+    (tmp_path / "server.log.gz").write_bytes(gzip.compress(b"disk full on node 7"))
+    (tmp_path / "notes.v2.txt").write_text("a dotted name, plain text")
+    (tmp_path / "README").write_text("no suffix at all")
+    (tmp_path / "photo.gz").write_bytes(gzip.compress(b"not a log"))
+    reader = SourceReader(str(tmp_path), readers=registry)
+    docs = {d.id: d for d in reader.documents()}
+    assert sorted(docs) == ["README", "notes.v2.txt", "server.log.gz"]
+    assert docs["server.log.gz"].text == "disk full on node 7"
+    assert docs["server.log.gz"].metadata["kind"] == "gzipped-log"
+    assert docs["notes.v2.txt"].metadata["kind"] == "text"
+    assert [f"{p.where}: {p.reason}" for p in reader.problems] == [
+        f"{tmp_path}: unsupported file types skipped: 1 .gz"
+    ]
+    assert registry.suffix_of("Server.LOG.GZ") == ".log.gz"
+    assert registry.suffix_of(".bashrc") == ""
 
 
 # -- The built-in readers pass the reader conformance kit ---------------------------------------

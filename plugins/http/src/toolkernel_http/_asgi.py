@@ -12,11 +12,12 @@ can run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.lowlevel.server import NotificationOptions, Server
@@ -30,13 +31,14 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers, State
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkernel.context import use_state_key
 from toolkernel.errors import ConfigError
 from toolkernel.shared_state import StoreUnavailable
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
+from toolkernel_http._front import FrontDoor
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
 from toolkernel_http._replicas import Replicas
 from toolkernel_http._responses import screen, send_error, send_refusal, send_too_large
@@ -62,6 +64,21 @@ class MCPHTTPApp(Starlette):
     endpoint_path: str
     shared_state: SharedState | None
     serving: ServingApp | None
+    door: Callable[[ASGIApp], FrontDoor] | None = None
+    """Builds the front door around the middleware stack; ``None``: no door (stateful, auth, SSE only)."""
+    door_middleware: list[Any] | None = None
+    """The middleware :func:`asgi_app` added: middleware added after it keeps the door shut."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        """Starlette's stack, behind the front door of :mod:`toolkernel_http._front` when it may open.
+
+        The door skips the stack's layers, so it opens only when they are the ones
+        :func:`asgi_app` put there: no middleware or exception handler added since.
+        """
+        stack = super().build_middleware_stack()
+        if self.door is None or self.user_middleware != self.door_middleware or self.exception_handlers:
+            return stack
+        return self.door(stack)
 
     def end_streams(self) -> None:
         """End open GET streams now, so a stopping server need not wait out their clients.
@@ -247,6 +264,12 @@ def asgi_app(
         app.add_middleware(CORSMiddleware, **_cors(origins))
     app.add_middleware(_Guard, hosts=hosts, origins=origins, max_body_bytes=opts.max_body_bytes)
     app.add_middleware(_JSONRPCErrors)
+    if streamable and opts.stateless and opts.auth is None:
+        guard = _Guard(None, hosts=hosts, origins=origins, max_body_bytes=opts.max_body_bytes)
+        app.door = functools.partial(
+            FrontDoor, path=path, endpoint=endpoint, router=app.router, refusal=guard.refusal, cors=opts.cors
+        )
+        app.door_middleware = list(app.user_middleware)
     return app
 
 
@@ -575,24 +598,48 @@ class _Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        if self.hosts is not None and not _matches(headers.get("host", ""), self.hosts):
-            await send_error(send, 421, "Misdirected Request: Host header not allowed")
-            return
-        origin = headers.get("origin")
-        if origin is not None and self.origins is not None and not _matches(origin, self.origins):
-            await send_error(send, 403, "Forbidden: Origin not allowed")
-            return
+        refused = self.refusal(scope)
+        if refused == 413:
+            await send_too_large(send, self.max_body_bytes)
+        elif refused is not None:
+            await send_error(send, refused, _GUARD_REFUSALS[refused])
+        else:
+            await self.app(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> int | None:
+        """The status refusing the HTTP request ``scope`` (421, 403, 415, 413), or ``None`` to let it in."""
+        found: dict[bytes, bytes] = {}
+        for key, value in scope["headers"]:
+            if key in _GUARDED_HEADERS and key not in found:  # the first of each, as Headers.get
+                found[key] = value
+        host = found.get(b"host", b"").decode("latin-1")
+        if self.hosts is not None and not _matches(host, self.hosts):
+            return 421
+        origin = found.get(b"origin")
+        if (
+            origin is not None
+            and self.origins is not None
+            and not _matches(origin.decode("latin-1"), self.origins)
+        ):
+            return 403
         if scope["method"] == "POST":
-            content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-            if content_type != "application/json":
-                await send_error(send, 415, "Unsupported Media Type: Content-Type must be application/json")
-                return
-            length = headers.get("content-length")
+            content_type = found.get(b"content-type", b"").split(b";")[0].strip().lower()
+            if content_type != b"application/json":
+                return 415
+            length = found.get(b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-                await send_too_large(send, self.max_body_bytes)
-                return
-        await self.app(scope, receive, send)
+                return 413
+        return None
+
+
+_GUARDED_HEADERS = frozenset((b"host", b"origin", b"content-type", b"content-length"))
+
+
+_GUARD_REFUSALS = {
+    421: "Misdirected Request: Host header not allowed",
+    403: "Forbidden: Origin not allowed",
+    415: "Unsupported Media Type: Content-Type must be application/json",
+}
 
 
 class _JSONRPCErrors:

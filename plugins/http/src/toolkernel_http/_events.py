@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp_types import JSONRPCMessage
 
+from toolkernel.shared_state import SCOPE_SEPARATOR
 from toolkernel.wire import encode_message
-
-SCOPE_SEPARATOR = "\x1f"
-"""Joins a session id and a request's stream id into the stream id the backing store sees."""
-
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_SESSION_BYTES = 8 * 1024 * 1024

@@ -79,9 +79,9 @@ async def send_refusal(
         await send_json(send, 400, encode_message(error), headers)
 
 
-async def send_too_large(send: Send, limit: int) -> None:
+async def send_too_large(send: Send, limit: int, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     """Refuse a body over ``limit`` bytes: 413 with a JSON-RPC error saying the limit."""
-    await send_error(send, 413, f"Payload Too Large: the limit is {limit} bytes")
+    await send_error(send, 413, f"Payload Too Large: the limit is {limit} bytes", headers=headers)
 
 
 def sse_event(data: bytes | None, event_id: str | None = None, retry_ms: int | None = None) -> bytes:

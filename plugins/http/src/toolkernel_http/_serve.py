@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 import sys
 from collections.abc import Mapping
@@ -138,15 +139,23 @@ class LegacySSEServerTransport(HTTPServerTransport):
 
 
 def _uvicorn_server(config: Any, app: MCPHTTPApp) -> Any:
-    """uvicorn's server, ending the app's open GET streams as soon as it starts shutting down.
+    """uvicorn's server, freezing what start-up built, and ending the app's open GET streams as
+    soon as it starts shutting down.
 
-    uvicorn waits for open connections before it runs the lifespan's shutdown; a client
-    holding a session's GET stream would otherwise make every stop take the whole grace
-    period.
+    ``toolkernel serve`` freezes its start-up objects before the transport runs, but the HTTP
+    transport then imports uvicorn and most of the SDK's server and builds the app: without a
+    second freeze once the lifespan has started, every full collection while serving walks
+    them all again. uvicorn waits for open connections before it runs the lifespan's
+    shutdown; a client holding a session's GET stream would otherwise make every stop take
+    the whole grace period.
     """
     import uvicorn
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            gc.freeze()
+
         async def shutdown(self, sockets: Any = None) -> None:
             app.end_streams()
             await super().shutdown(sockets)

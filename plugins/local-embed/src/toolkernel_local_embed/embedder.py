@@ -10,6 +10,7 @@ import anyio
 import anyio.to_thread
 import structlog
 
+from toolkernel.embedders import caller_shows_progress
 from toolkernel_local_embed.models import DEFAULT_MODEL, MODELS, Encoder, ModelSpec, load_encoder
 from toolkernel_local_embed.options import LocalOptions
 
@@ -55,6 +56,7 @@ class LocalEmbedder:
         started = time.perf_counter()
         vectors: list[list[float]] = [[] for _ in texts]
         done = 0
+        quiet = caller_shows_progress()
         for number, indices in enumerate(batches, start=1):
             array = await anyio.to_thread.run_sync(encoder.encode, [texts[i] for i in indices])
             for i, vector in zip(indices, array.tolist(), strict=True):
@@ -62,7 +64,7 @@ class LocalEmbedder:
             done += len(indices)
             if self._progress is not None:
                 self._progress(done, len(texts))
-            every = self._options.log_every
+            every = 0 if quiet else self._options.log_every
             if every and total_batches >= every and (number % every == 0 or number == total_batches):
                 elapsed = time.perf_counter() - started
                 log.info(

@@ -57,6 +57,14 @@ class CatalogBackend(Protocol):
         """Held by a writer while it catches ``extension`` up, so two writers never interleave."""
         ...
 
+    def start_bulk_load(self) -> None:
+        """Called when an ingest starts: a backend may put off index upkeep until it finishes."""
+        ...
+
+    def finish_bulk_load(self) -> None:
+        """Called when an ingest has written every document: bring put-off indexes up to date."""
+        ...
+
     def bump_generation(self) -> None:
         """Move the generation on without a document change (an extension's state changed)."""
         ...

@@ -642,6 +642,12 @@ class Catalog:
         finally:
             os.close(fd)
 
+    def start_bulk_load(self) -> None:
+        """Nothing to put off: SQLite's indexes are kept per row, the BM25 index is rebuilt after."""
+
+    def finish_bulk_load(self) -> None:
+        """Nothing was put off."""
+
     # -- generation (bumped on every change, so derived indexes know they are stale) ------
 
     def generation(self) -> int:

@@ -32,6 +32,28 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     ingest.add_argument("--length", choices=("characters", "tokens"), help="unit of size and overlap")
     ingest.add_argument("--batch", type=int, default=256, help="chunks embedded per batch")
     ingest.add_argument("--no-extensions", action="store_true", help="leave every extension out of this run")
+    ingest.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process (default); ray: a Ray cluster (pip install 'toolkernel-rag[ray]')",
+    )
+    ingest.add_argument(
+        "--address",
+        metavar="auto|ray://HOST:PORT",
+        help="--engine ray: join this cluster (default: start one here)",
+    )
+    ingest.add_argument(
+        "--actors", type=int, help="--engine ray: embedding actors, each loads the model once (2)"
+    )
+    ingest.add_argument(
+        "--batch-size",
+        type=int,
+        help="--engine ray: documents per batch an actor embeds and a writer commits (32)",
+    )
+    ingest.add_argument(
+        "--gpus-per-actor", type=float, help="--engine ray: GPUs each embedding actor is scheduled with (0)"
+    )
     for name in kernel.kb_extensions:
         ingest.add_argument(
             f"--no-{name}",
@@ -190,11 +212,13 @@ def _json_option(value: str | None, flag: str) -> Any:
 
 
 async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
+    from toolkernel.embedders import progress_shown_by_caller
     from toolkernel_rag.ingestion import ingest
     from toolkernel_rag.kb import KnowledgeBase, default_chunker, rag_settings
     from toolkernel_rag.progress import ProgressDisplay
 
     _check_sources(args.sources)
+    ray_options = _ray_options(args)
     chunker: dict[str, Any] | None = None
     if any(v is not None for v in (args.chunker, args.size, args.overlap, args.length)):
         chunker = default_chunker(rag_settings(kernel))
@@ -221,8 +245,13 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
     )
     display = ProgressDisplay("none" if args.quiet else args.progress, sys.stderr, args.progress_every)
     try:
-        async with kb:
-            report = await ingest(kb, args.sources, batch_chunks=args.batch, progress=display.update)
+        # The display is the run's one progress report: embedders log none of their own.
+        with progress_shown_by_caller():
+            async with kb:
+                if ray_options is None:
+                    report = await ingest(kb, args.sources, batch_chunks=args.batch, progress=display.update)
+                else:
+                    report = await _ingest_on_ray(kb, args, ray_options, display)
     finally:
         display.close()
     for problem in report.problems:
@@ -235,6 +264,45 @@ async def _ingest(args: argparse.Namespace, kernel: Kernel) -> int:
         )
     print(json.dumps({"kb": str(kb.location), **report.summary()}))
     return 0
+
+
+def _ray_options(args: argparse.Namespace) -> Any:
+    """``--engine ray``'s options, checked (and Ray's presence) before anything is opened; else ``None``."""
+    from toolkernel.errors import ConfigError
+
+    given = [f"--{k.replace('_', '-')}" for k in RAY_OPTIONS if getattr(args, k) is not None]
+    if args.engine != "ray":
+        if given:
+            raise ConfigError(f"kb ingest: {', '.join(given)} needs --engine ray")
+        return None
+    from toolkernel_rag.cluster.connect import require_ray
+
+    require_ray()
+    from toolkernel_rag.cluster.job import RayOptions
+
+    chosen = {k: getattr(args, k) for k in RAY_OPTIONS if k != "address" and getattr(args, k) is not None}
+    options = RayOptions(**chosen)
+    options.check()
+    return options
+
+
+RAY_OPTIONS = ("address", "actors", "batch_size", "gpus_per_actor")
+
+
+async def _ingest_on_ray(kb: Any, args: argparse.Namespace, options: Any, display: Any) -> Any:
+    """Start or join Ray, run the job, leave Ray again.
+
+    On this thread, blocking the loop for the seconds it takes: Ray's processes die with the
+    thread that started them, and nothing else runs meanwhile.
+    """
+    from toolkernel_rag.cluster.connect import connect
+    from toolkernel_rag.cluster.job import ingest_on_ray
+
+    session = connect(args.address, options.actors, options.cpus_per_actor)
+    try:
+        return await ingest_on_ray(kb, args.sources, session, options, progress=display.update)
+    finally:
+        session.close()
 
 
 async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
@@ -434,11 +502,17 @@ def _document_entry(row: Any) -> dict[str, Any]:
 async def _documents(args: argparse.Namespace, kernel: Kernel) -> int:
     from toolkernel.errors import ConfigError
     from toolkernel_rag.kb import KnowledgeBase
+    from toolkernel_rag.layout import KBError
 
     if args.limit < 1:
         raise ConfigError(f"kb documents: --limit must be at least 1, got {args.limit}")
     where = _json_option(args.where, "--where")
     async with await KnowledgeBase.open(args.kb, kernel=kernel, extensions=False, home=args.home) as kb:
+        if args.after is not None and kb.document(args.after) is None:
+            raise KBError(
+                f"kb documents --after {args.after!r}: knowledge base {kb.name!r} has no such document "
+                "(pass the id a previous page ended with)"
+            )
         # One more than asked says whether another page follows.
         rows = kb.documents(args.limit + 1, args.after, source=args.source, where=where)
     page, more = rows[: args.limit], len(rows) > args.limit

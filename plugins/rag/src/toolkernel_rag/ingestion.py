@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
@@ -24,6 +24,9 @@ from toolkernel.knowledge import DocumentChunks, IngestBatch, KBExtension
 from toolkernel_rag.catalog import StoredChunk
 from toolkernel_rag.kb import KnowledgeBase, rag_settings
 from toolkernel_rag.sources import Document, SourceProblem, SourceReader
+
+if TYPE_CHECKING:
+    from toolkernel.chunkers import Chunker
 
 _tracer = trace.get_tracer("toolkernel_rag")
 
@@ -102,6 +105,7 @@ async def ingest(
         report.total = sum(reader.count() for reader in readers)  # the work, before any of it
         if progress is not None:
             progress(report)
+        kb.catalog.start_bulk_load()
         for source, reader in zip(sources, readers, strict=True):
             known = kb.catalog.hashes(reader.location)
             seen: set[str] = set()
@@ -136,22 +140,39 @@ async def ingest(
                         progress(report)
             if pending:
                 await _write(kb, pending, known, report)
-            report.problems.extend(reader.problems)
-            gone = sorted(set(known) - seen)
-            if gone and not _source_missing(reader):
-                await _delete(kb, gone)
-                report.deleted += len(gone)
-                kb.catalog.forget_source(reader.location)
+            await finish_source(kb, reader, known, seen, report)
             if progress is not None:
                 progress(report)
-        if await catch_up_extensions(kb):
-            kb.catalog.bump_generation()  # readers reload the extensions' state they follow
-        kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild
-        report.seconds = time.perf_counter() - started
-        report.peak_rss_mb = peak_rss_mb()
-        for key, value in report.summary().items():
-            span.set_attribute(f"kb.{key}", value)
+        await finish_run(kb, report, started, span)
     return report
+
+
+async def finish_source(
+    kb: KnowledgeBase,
+    reader: SourceReader,
+    known: dict[str, tuple[str, str]],
+    seen: set[str],
+    report: IngestReport,
+) -> None:
+    """After every document of a source was read: collect its problems, delete what is gone from it."""
+    report.problems.extend(reader.problems)
+    gone = sorted(set(known) - seen)
+    if gone and not _source_missing(reader):
+        await _delete(kb, gone)
+        report.deleted += len(gone)
+        kb.catalog.forget_source(reader.location)
+
+
+async def finish_run(kb: KnowledgeBase, report: IngestReport, started: float, span: trace.Span) -> None:
+    """After every source: end the bulk load, catch extensions up, refresh the BM25 index, time the run."""
+    kb.catalog.finish_bulk_load()
+    if await catch_up_extensions(kb):
+        kb.catalog.bump_generation()  # readers reload the extensions' state they follow
+    kb.sparse.refresh(kb.catalog)  # saved for this generation: servers start without a rebuild
+    report.seconds = time.perf_counter() - started
+    report.peak_rss_mb = peak_rss_mb()
+    for key, value in report.summary().items():
+        span.set_attribute(f"kb.{key}", value)
 
 
 def peak_rss_mb() -> float:
@@ -170,10 +191,33 @@ async def _write(
     kb: KnowledgeBase, documents: list[Document], known: dict[str, tuple[str, str]], report: IngestReport
 ) -> None:
     t0 = time.perf_counter()
+    chunks = chunk_documents(documents, kb.chunker, kb.sparse.terms)
+    report.chunk_seconds += time.perf_counter() - t0
+    await begin_write(kb, documents, known, report)
+    with _tracer.start_as_current_span("kb.embed") as span:
+        t2 = time.perf_counter()
+        vectors = await kb.embedder.embed([c.text for c in chunks]) if chunks else []
+        report.embed_seconds += time.perf_counter() - t2
+        span.set_attribute("kb.texts", len(chunks))
+        span.set_attribute("kb.duration_ms", (time.perf_counter() - t2) * 1000)
+    await finish_write(kb, documents, chunks, vectors, known, report)
+
+
+def chunk_documents(
+    documents: Sequence[Document],
+    chunker: Callable[[str, str | None], Chunker],
+    terms: Callable[[str], str],
+) -> list[StoredChunk]:
+    """The chunks of ``documents`` as the catalog stores them (without vectors yet).
+
+    Chunk ids are ``<document id>#<n>``, so a document written again replaces its chunks in
+    place. ``chunker(kind, language)`` gives the chunker of a document (the knowledge base's,
+    from its manifest); ``terms`` gives a chunk's BM25 terms. Ray workers call this too.
+    """
     chunks: list[StoredChunk] = []
     for document in documents:
         language = document.metadata.get("language") if document.kind == "code" else None
-        pieces = kb.chunker(document.kind, language).chunk(document.text)
+        pieces = chunker(document.kind, language).chunk(document.text)
         for seq, piece in enumerate(pieces):
             meta: dict[str, Any] = {**document.metadata, **piece.metadata}
             if document.page_starts:
@@ -191,36 +235,57 @@ async def _write(
                     text=piece.text,
                     metadata=meta,
                     vector=None,
-                    terms=kb.sparse.terms(piece.text),
+                    terms=terms(piece.text),
                 )
             )
-    report.chunk_seconds += time.perf_counter() - t0
+    return chunks
+
+
+async def begin_write(
+    kb: KnowledgeBase,
+    documents: Sequence[Document],
+    known: Mapping[str, tuple[str, str]],
+    report: IngestReport,
+    document_terms: Sequence[str] | None = None,
+) -> None:
+    """Mark ``documents`` pending (committed) and remove the old chunks of changed ones from the store.
+
+    Done before any new chunk reaches the store, so a run killed after this finds them
+    pending and writes them again. ``document_terms``: their BM25 terms when already made.
+    """
+    t0 = time.perf_counter()
+    terms = document_terms if document_terms is not None else [kb.sparse.terms(d.text) for d in documents]
     # Old chunks of changed (or half-written) documents leave the store before new ones arrive.
     stale = [d.id for d in documents if d.id in known]
     kb.catalog.mark_pending(
-        (d.id, d.source, d.hash, d.metadata, d.text, kb.sparse.terms(d.text)) for d in documents
+        (d.id, d.source, d.hash, d.metadata, d.text, t) for d, t in zip(documents, terms, strict=True)
     )
-    t1 = time.perf_counter()
     if stale and not kb.vectors_in_catalog:
         await kb.store.delete(kb.index, filter={"document_id": {"$in": stale}})
-    with _tracer.start_as_current_span("kb.embed") as span:
-        t2 = time.perf_counter()
-        vectors = await kb.embedder.embed([c.text for c in chunks]) if chunks else []
-        report.embed_seconds += time.perf_counter() - t2
-        span.set_attribute("kb.texts", len(chunks))
-        span.set_attribute("kb.duration_ms", (time.perf_counter() - t2) * 1000)
+    report.store_seconds += time.perf_counter() - t0
+
+
+async def finish_write(
+    kb: KnowledgeBase,
+    documents: Sequence[Document],
+    chunks: Sequence[StoredChunk],
+    vectors: Sequence[list[float]],
+    known: Mapping[str, tuple[str, str]],
+    report: IngestReport,
+) -> None:
+    """Write the chunks and their vectors to the store, then commit the documents as done with them."""
     t3 = time.perf_counter()
     if chunks and not kb.vectors_in_catalog:
         await kb.store.upsert(
             kb.index, [c.id for c in chunks], vectors, metadata=[store_metadata(c.metadata) for c in chunks]
         )
-    chunks = [
+    stored = [
         StoredChunk(c.id, c.document_id, c.seq, c.start, c.end, c.text, c.metadata, v, c.terms)
         for c, v in zip(chunks, vectors, strict=True)
     ]
-    kb.catalog.commit_documents([d.id for d in documents], chunks)
-    report.store_seconds += (time.perf_counter() - t3) + (t2 - t1)
-    report.chunks += len(chunks)
+    kb.catalog.commit_documents([d.id for d in documents], stored)
+    report.store_seconds += time.perf_counter() - t3
+    report.chunks += len(stored)
     for d in documents:
         if d.id in known:
             report.updated += 1

@@ -125,7 +125,7 @@ class KnowledgeBase:
             from toolkernel_rag.postgres.schema import schema_name
             from toolkernel_rag.postgres.search import PgSparse
 
-            catalog = PgCatalog(database, schema_name(location.name))
+            catalog = PgCatalog(database, schema_name(location.name), manifest.embedder.dimension)
             self.catalog, self.sparse = catalog, PgSparse(catalog, manifest.sparse)
         else:
             self.catalog = Catalog(self.directory / CATALOG, writable=writable)
@@ -136,6 +136,7 @@ class KnowledgeBase:
         self._chunkers: dict[str, Chunker] = {}
         self._rerankers: dict[str, Reranker] = {}
         self._overfetch = (-1, 1.0)
+        self._overfetch_checked = -math.inf
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
         self._extensions_generation = -1
@@ -517,18 +518,7 @@ class KnowledgeBase:
 
         ``auto`` cuts a ``code`` document with the grammar of its ``language``.
         """
-        from toolkernel_rag.chunking import chunker_for
-
-        spec = dict(self.manifest.chunker)
-        name = spec.pop("name")
-        if name == "auto":
-            name = chunker_for(kind)
-            if name == "code" and language:
-                spec["language"] = language
-        key = f"{name}:{spec.get('language', '')}" if name == "code" else name
-        if key not in self._chunkers:
-            self._chunkers[key] = self.kernel.chunker(name, **spec)
-        return self._chunkers[key]
+        return manifest_chunker(self.kernel, self.manifest.chunker, kind, language, self._chunkers)
 
     def reranker(self, name: str) -> Reranker:
         """The reranker ``name``, made once; one that cannot work here is a :class:`KBError` saying why.
@@ -793,7 +783,12 @@ class KnowledgeBase:
             fetch *= 2
 
     def _chunks_per_document(self) -> float:
-        """Mean chunks per document, between 1 and :data:`MAX_CHUNK_OVERFETCH` (cached per catalog state)."""
+        """Mean chunks per document, between 1 and :data:`MAX_CHUNK_OVERFETCH` (cached per catalog
+        state, which is looked at most once a second: in a database each look is a round trip)."""
+        now = time.monotonic()
+        if now - self._overfetch_checked < 1.0:
+            return self._overfetch[1]
+        self._overfetch_checked = now
         generation = self.catalog.generation()
         if self._overfetch[0] != generation:
             documents, _, chunks = self.catalog.counts()
@@ -819,9 +814,13 @@ class KnowledgeBase:
     ) -> list[tuple[str, ScoredChunk]]:
         n = max(top_k, depth)
         vector: list[list[float]] = []
+        dense: list[tuple[str, ScoredChunk]] | None = None
 
         async def embed() -> None:
+            nonlocal dense
             vector.append(await query_vector())
+            if view is None:  # the store (a database) answers while BM25 runs: one wait, not two
+                dense = await self._dense(view, vector[0], n, filter)
 
         # BM25 runs in a thread while the query is embedded in another: the two take turns on
         # the GIL only for their Python parts, so the sparse side costs (almost) no wall time.
@@ -837,7 +836,8 @@ class KnowledgeBase:
         except BaseExceptionGroup as group:
             # One side failed (say, the database is down): say what, not "errors in a TaskGroup".
             raise _first_leaf(group) from None
-        dense = await self._dense(view, vector[0], n, filter)
+        if dense is None:
+            dense = await self._dense(view, vector[0], n, filter)
         with _tracer.start_as_current_span("kb.fuse") as span:
             fused = reciprocal_rank_fusion([dense, sparse], k=RRF_K)
             span.set_attribute("kb.dense", len(dense))
@@ -1071,6 +1071,31 @@ def _remove_unfinished(directory: Path) -> None:
 
 
 _embedders: weakref.WeakKeyDictionary[Kernel, dict[str, Embedder]] = weakref.WeakKeyDictionary()
+
+
+def manifest_chunker(
+    kernel: Kernel,
+    spec: Mapping[str, Any],
+    kind: str,
+    language: str | None,
+    cache: dict[str, Chunker],
+) -> Chunker:
+    """The chunker a manifest's chunker ``spec`` gives a document of ``kind`` (made once into ``cache``).
+
+    A function of the manifest alone, so Ray workers cut documents exactly as the local pipeline does.
+    """
+    from toolkernel_rag.chunking import chunker_for
+
+    options = dict(spec)
+    name = options.pop("name")
+    if name == "auto":
+        name = chunker_for(kind)
+        if name == "code" and language:
+            options["language"] = language
+    key = f"{name}:{options.get('language', '')}" if name == "code" else name
+    if key not in cache:
+        cache[key] = kernel.chunker(name, **options)
+    return cache[key]
 
 
 def shared_embedder(kernel: Kernel, name: str, options: Mapping[str, Any]) -> Embedder:

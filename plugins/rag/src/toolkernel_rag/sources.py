@@ -111,7 +111,7 @@ class SourceReader:
         out: list[tuple[Path, str]] = []
         unsupported: dict[str, int] = {}
         for path in sorted(_walk(root)):
-            if self.readers.for_suffix(path.suffix) is None:
+            if self.readers.for_filename(path.name) is None:
                 # One line per directory walk, not one per image or lock file.
                 suffix = path.suffix.lower() or "(none)"
                 unsupported[suffix] = unsupported.get(suffix, 0) + 1
@@ -135,16 +135,21 @@ class SourceReader:
                 total += 1
         return total
 
-    def documents(self) -> Iterator[Document]:
+    def walked(self) -> list[tuple[Path, str]]:
+        """The files :meth:`count` walked (walked now if it was not called), handed over once:
+        for an engine that reads them elsewhere, one :meth:`read` each."""
         walked, self._walked = self._walked, None
-        for path, relative in walked if walked is not None else self.files():
+        return walked if walked is not None else self.files()
+
+    def documents(self) -> Iterator[Document]:
+        for path, relative in self.walked():
             yield from self.read(path, relative)
 
     def read(self, path: Path, relative: str) -> Iterator[Document]:
         """The documents of one file; a file that cannot be read is a problem, not an exception."""
         from toolkernel_rag.readers.text import NotText
 
-        name = self.readers.for_suffix(path.suffix)
+        name = self.readers.for_filename(path.name)
         if name is None:
             self.problems.append(SourceProblem(str(path), f"unsupported file type {path.suffix or '(none)'}"))
             return

@@ -20,11 +20,9 @@ import redis.asyncio as aioredis
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
 
+from toolkernel.shared_state import SCOPE_SEPARATOR
 from toolkernel.wire import encode_message
 from toolkernel_redis._client import PREFIX, guarded, text
-
-SCOPE_SEPARATOR = "\x1f"
-"""Between the session id and the stream in a stream id (``toolkernel_http._events`` uses the same)."""
 
 _APPEND = """
 local key, sizes = KEYS[1], KEYS[2]

@@ -4,7 +4,8 @@
 in the group ``workers`` under its own consumer name, renews its claim on the jobs it runs
 every second (``XCLAIM ... JUSTID`` resets their idle time), and takes over jobs whose
 worker stopped renewing for :data:`ORPHANED_AFTER_MS` (``XAUTOCLAIM``): the jobs of a
-replica that died. ``done`` acknowledges and deletes the entry. Delivery is at least once.
+replica that died. ``done`` acknowledges and deletes the entry; ``release`` stops renewing it, so it is taken
+again like an orphan. Delivery is at least once.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class RedisJob:
         state = self._queue.state
         await state.guard(state.client.xack(QUEUE, GROUP, self.entry))
         await state.guard(state.client.xdel(QUEUE, self.entry))
+
+    async def release(self) -> None:
+        """Stop renewing the claim: after :data:`ORPHANED_AFTER_MS` any worker takes the job again."""
+        self._queue.held.discard(self.entry)
 
 
 class RedisTaskQueue:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolkernel_rag.catalog import DocumentRow, SourceRow, StoredChunk
-from toolkernel_rag.postgres.schema import register_vector
+from toolkernel_rag.postgres.schema import VECTOR_INDEX, VECTOR_INDEX_NAME, register_vector
 
 if TYPE_CHECKING:
     import psycopg
@@ -34,6 +34,12 @@ _LOCK_DOCUMENTS = (
 
 _LOCK_SOURCES = "SELECT pg_advisory_xact_lock(hashtextextended(%s || ':sources', 0))"
 
+INDEX_BUILD_MEMORY_MB = 1024
+"""The most ``maintenance_work_mem`` an HNSW build asks for (set for that transaction alone)."""
+
+INDEX_BYTES_PER_ELEMENT = 1024
+"""What pgvector's in-memory HNSW graph holds per chunk besides its vector (neighbour lists, header)."""
+
 PendingRow = tuple[str, str, str, dict[str, Any], str, str]
 """``(id, source, hash, metadata, text, terms)`` of a document being written."""
 
@@ -41,9 +47,10 @@ PendingRow = tuple[str, str, str, dict[str, Any], str, str]
 class PgCatalog:
     """The catalog tables of one knowledge base schema; safe to use from several threads."""
 
-    def __init__(self, db: Database, schema: str) -> None:
+    def __init__(self, db: Database, schema: str, dimension: int) -> None:
         self.db = db
         self.schema = schema
+        self.dimension = dimension
         self.path = f"{db.where} schema {schema}"
         self._pending: dict[str, PendingRow] = {}
 
@@ -526,6 +533,53 @@ class PgCatalog:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
+    # -- the vector index ----------------------------------------------------------------
+
+    def start_bulk_load(self) -> None:
+        """Into a knowledge base without chunks, leave the HNSW index to be built once at the end.
+
+        Inserting row by row into an HNSW graph costs most of an ingest's time; one build over
+        the loaded table is several times faster. Meanwhile the chunks are searched exactly
+        (a sequential scan, correct but slower). An ingest that stops early leaves the index to
+        the next writer: every ingest ends by building it if it is missing.
+        """
+        with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(self._sql("SELECT chunks FROM {s}.stats")).fetchone()
+            if row is not None and row[0] == 0:
+                conn.execute(self._sql(f"DROP INDEX IF EXISTS {{s}}.{VECTOR_INDEX_NAME}"))
+
+    def finish_bulk_load(self) -> None:
+        """Build the HNSW index if the ingest (or an earlier one that stopped) left it missing."""
+        self.ensure_vector_index()
+
+    def ensure_vector_index(self) -> bool:
+        """Build the HNSW index if it is missing; ``True`` if this call built it.
+
+        One writer builds it (a transaction-level advisory lock); another that finds the lock
+        taken leaves the build to its holder. ``maintenance_work_mem`` is raised for the build
+        alone, so the graph is built in memory (see :data:`INDEX_BUILD_MEMORY_MB`).
+        """
+        with self.db.connection() as conn, conn.transaction():
+            key = f"toolkernel-kb:{self.schema}:vector-index"
+            taken = conn.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)
+            ).fetchone()
+            if taken is None or not taken[0]:
+                return False
+            found = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.{VECTOR_INDEX_NAME}",)).fetchone()
+            if found is not None and found[0] is not None:
+                return False
+            row = conn.execute(
+                self._sql("SELECT chunks, (SELECT current_setting('maintenance_work_mem')) FROM {s}.stats")
+            ).fetchone()
+            assert row is not None
+            need_mb = int(row[0]) * (4 * self.dimension + INDEX_BYTES_PER_ELEMENT) * 5 // 4 // 2**20
+            memory_mb = min(INDEX_BUILD_MEMORY_MB, need_mb)
+            if memory_mb > _megabytes(str(row[1])):
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{memory_mb}MB",))
+            conn.execute(self._sql(VECTOR_INDEX))
+            return True
+
     # -- generation --------------------------------------------------------------------
 
     def bump_generation(self) -> None:
@@ -536,6 +590,13 @@ class PgCatalog:
         with self.db.connection() as conn:
             row = conn.execute(self._sql("SELECT generation FROM {s}.stats")).fetchone()
         return int(row[0]) if row else 0
+
+
+def _megabytes(setting: str) -> int:
+    """A PostgreSQL memory setting as ``current_setting`` shows it (``64MB``, ``1GB``) in MiB."""
+    units = {"kB": 1 / 1024, "MB": 1, "GB": 1024, "TB": 1024 * 1024}
+    number = setting.rstrip("kMGTB")
+    return int(int(number) * units.get(setting[len(number) :], 1))
 
 
 def _chunk(r: Any) -> StoredChunk:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from toolkernel_rag.postgres.connection import Database
 
 PREFIX = "kb_"
+VECTOR_INDEX_NAME = "chunks_embedding_idx"
 _IDENT = re.compile(r"^[a-z0-9_]+$")
 
 _TABLES = """
@@ -61,7 +62,7 @@ CREATE TABLE {s}.chunks (
     length int NOT NULL
 );
 CREATE INDEX ON {s}.chunks (document_id, seq);
-CREATE INDEX ON {s}.chunks USING hnsw (embedding vector_cosine_ops);
+{vector_index};
 CREATE TABLE {s}.chunk_postings (
     term text NOT NULL, chunk bigint NOT NULL, tf int NOT NULL, length int NOT NULL,
     PRIMARY KEY (term, chunk) INCLUDE (tf, length)
@@ -82,6 +83,11 @@ CREATE TABLE {s}.extension_blobs (
     PRIMARY KEY (extension, key)
 );
 """
+
+VECTOR_INDEX = (
+    f"CREATE INDEX IF NOT EXISTS {VECTOR_INDEX_NAME} ON {{s}}.chunks USING hnsw (embedding vector_cosine_ops)"
+)
+"""The HNSW index of the chunks' embeddings (PostgreSQL's own name for the index made before it had one)."""
 
 
 def schema_name(name: str) -> str:
@@ -128,7 +134,12 @@ def create(db: Database, schema: str, manifest: Manifest) -> Manifest:
                         return Manifest.model_validate(row[0])
                 conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-                for statement in _TABLES.format(s=schema, dimension=manifest.embedder.dimension).split(";"):
+                tables = _TABLES.format(
+                    s=schema,
+                    dimension=manifest.embedder.dimension,
+                    vector_index=VECTOR_INDEX.format(s=schema),
+                )
+                for statement in tables.split(";"):
                     if statement.strip():
                         conn.execute(statement)
                 conn.execute(

@@ -10,6 +10,7 @@ a filter is tested on chunks with the kernel's reference :func:`~toolkernel.filt
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -25,37 +26,49 @@ from toolkernel_rag.postgres.schema import register_vector
 from toolkernel_rag.sparse import Analyzer
 
 if TYPE_CHECKING:
+    import psycopg
+
     from toolkernel.vectors import FilterInput
     from toolkernel_rag.postgres.catalog import PgCatalog
 
-_SCORE = (
-    "sum(q.n * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) * p.tf "
-    "/ (%(k1)s * (1 - %(b)s + %(b)s * p.length / st.avg) + p.tf))"
+_WEIGHTS = (
+    "SELECT q.term, q.n * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) AS w, st.avg "
+    "FROM q CROSS JOIN {stats} st CROSS JOIN LATERAL "
+    "(SELECT count(*)::float8 AS df FROM {s}.{postings} p WHERE p.term = q.term) AS df WHERE df.df > 0"
 )
+"""Each query term's weight (its count in the query times its idf) and the mean length, once per term."""
 
-_DOCUMENTS = (
+_SCORE = "sum(w.w * p.tf / (%(k1)s * (1 - %(b)s + %(b)s * p.length / w.avg) + p.tf))"
+"""BM25 summed over a row's matching terms (``q.n * idf * tf / (tf + k1 * (1 - b + b * len / avg))``)."""
+
+_SEARCH = (
     "WITH q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])), "
-    "st AS (SELECT documents::float8 AS n, document_length::float8 / greatest(documents, 1) AS avg "
+    "dst AS (SELECT documents::float8 AS n, document_length::float8 / greatest(documents, 1) AS avg "
     "FROM {s}.stats), "
-    "df AS (SELECT p.term, count(*)::float8 AS df FROM {s}.document_postings p JOIN q USING (term) "
-    "GROUP BY p.term) "
-    f"SELECT p.document, {_SCORE} AS score "
-    "FROM {s}.document_postings p JOIN q USING (term) JOIN df USING (term) CROSS JOIN st "
-    "GROUP BY p.document ORDER BY score DESC, p.document LIMIT %(limit)s"
+    "cst AS (SELECT chunks::float8 AS n, chunk_length::float8 / greatest(chunks, 1) AS avg FROM {s}.stats), "
+    f"dw AS MATERIALIZED ({_WEIGHTS.format(stats='dst', s='{s}', postings='document_postings')}), "
+    f"cw AS MATERIALIZED ({_WEIGHTS.format(stats='cst', s='{s}', postings='chunk_postings')}), "
+    # Documents ranked on their own terms...
+    f"top AS MATERIALIZED (SELECT p.document, {_SCORE} AS score "
+    "FROM dw w JOIN {s}.document_postings p ON p.term = w.term "
+    "GROUP BY p.document ORDER BY score DESC, p.document LIMIT %(limit)s), "
+    # ...and their chunks scored on the chunk index, a (term, chunk) lookup each.
+    "c AS MATERIALIZED (SELECT rowid, id, document_id, metadata FROM {s}.chunks "
+    "WHERE document_id IN (SELECT document FROM top)), "
+    f"sc AS (SELECT p.chunk, {_SCORE} AS score FROM c CROSS JOIN cw w CROSS JOIN LATERAL "
+    "(SELECT chunk, tf, length FROM {s}.chunk_postings p WHERE p.term = w.term AND p.chunk = c.rowid "
+    "OFFSET 0) AS p GROUP BY p.chunk) "
+    "SELECT top.document, top.score, c.id, {metadata} "
+    "FROM top LEFT JOIN c ON c.document_id = top.document LEFT JOIN sc ON sc.chunk = c.rowid "
+    "ORDER BY top.score DESC, top.document, COALESCE(sc.score, 0) DESC, c.rowid"
 )
+"""The ``limit`` best documents by BM25, each with its chunks best first: one statement, one snapshot."""
 
-_CHUNKS = (
-    "WITH q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])), "
-    "st AS (SELECT chunks::float8 AS n, chunk_length::float8 / greatest(chunks, 1) AS avg FROM {s}.stats), "
-    "df AS (SELECT p.term, count(*)::float8 AS df FROM {s}.chunk_postings p JOIN q USING (term) "
-    "GROUP BY p.term), "
-    "c AS (SELECT rowid, id, document_id, metadata FROM {s}.chunks WHERE document_id = ANY(%(documents)s)), "
-    f"sc AS (SELECT p.chunk, {_SCORE} AS score "
-    "FROM {s}.chunk_postings p JOIN q USING (term) JOIN df USING (term) CROSS JOIN st "
-    "WHERE p.chunk IN (SELECT rowid FROM c) GROUP BY p.chunk) "
-    "SELECT c.id, c.document_id, {metadata}, COALESCE(sc.score, 0) AS score "
-    "FROM c LEFT JOIN sc ON sc.chunk = c.rowid ORDER BY c.document_id, score DESC, c.rowid"
+
+_SESSION_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection, tuple[str, str]] = (
+    weakref.WeakKeyDictionary()
 )
+"""The HNSW settings each pooled connection's session holds, so a search sets them only on change."""
 
 
 class PgSparse:
@@ -95,22 +108,23 @@ class PgSparse:
         }
         limit = top_k if allowed is None else 4 * top_k
         catalog = self.catalog
+        statement = catalog._sql(_SEARCH).replace("{metadata}", "NULL" if allowed is None else "c.metadata")
         with catalog.db.connection() as conn:
             while True:
-                documents = conn.execute(catalog._sql(_DOCUMENTS), {**params, "limit": limit}).fetchall()
-                if not documents:
-                    return []
-                chunk_sql = _CHUNKS.replace("{metadata}", "NULL" if allowed is None else "c.metadata")
-                rows = conn.execute(
-                    catalog._sql(chunk_sql), {**params, "documents": [d for d, _ in documents]}
-                ).fetchall()
+                rows = conn.execute(statement, {**params, "limit": limit}).fetchall()
+                ranked: dict[str, float] = {}
                 best: dict[str, str] = {}
-                for chunk_id, document_id, metadata, _ in rows:
-                    if document_id not in best and (allowed is None or allowed(metadata)):
+                for document_id, score, chunk_id, metadata in rows:
+                    ranked.setdefault(document_id, score)
+                    if (
+                        chunk_id is not None
+                        and document_id not in best
+                        and (allowed is None or allowed(metadata))
+                    ):
                         best[document_id] = chunk_id
-                out = [(d, ScoredChunk(best[d], float(score))) for d, score in documents if d in best][:top_k]
-                if len(out) == top_k or len(documents) < limit:
-                    return out
+                out = [(d, ScoredChunk(best[d], float(score))) for d, score in ranked.items() if d in best]
+                if len(out) >= top_k or len(ranked) < limit:
+                    return out[:top_k]
                 limit *= 4
 
 
@@ -150,13 +164,16 @@ class PgVectors:
             "WHERE embedding IS NOT NULL AND ({}) ORDER BY embedding <=> %s LIMIT %s"
         ).format(sql.Identifier(catalog.schema), condition)
         query = np.asarray(vector, dtype=np.float32)
+        settings = (str(min(1000, max(40, 2 * top_k))), "off" if filter is None else "strict_order")
         with catalog.db.connection() as conn:
             register_vector(conn)
-            conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, false), "
-                "set_config('hnsw.iterative_scan', %s, false)",
-                (str(min(1000, max(40, 2 * top_k))), "off" if filter is None else "strict_order"),
-            )
+            if _SESSION_SETTINGS.get(conn) != settings:  # kept by the session: set when they change
+                conn.execute(
+                    "SELECT set_config('hnsw.ef_search', %s, false), "
+                    "set_config('hnsw.iterative_scan', %s, false)",
+                    settings,
+                )
+                _SESSION_SETTINGS[conn] = settings
             rows = conn.execute(statement, [query, *params, query, top_k]).fetchall()
         return query_results(
             [{"id": r[0], "score": float(r[2]), "metadata": {"document_id": r[1]}} for r in rows]

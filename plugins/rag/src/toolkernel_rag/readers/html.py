@@ -10,7 +10,8 @@ falls back to every text block of ``<body>`` minus the same furniture.
 
 The title is the page's ``<title>``, else its first ``<h1>``. When the extracted text does
 not begin with a top heading, the ``<h1>`` (else the title) is put first, so every chunk's
-header path starts at the page.
+header path starts at the page; a lower heading of the same words opening the text (DocBook
+titles a page with an ``<h2>``) becomes that top heading rather than a repeat of it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ _FURNITURE_CLASSES = frozenset(
         "related",
         "breadcrumbs",
         "pagination-nav",  # Docusaurus
+        "theme-doc-footer",
+        "theme-doc-toc-mobile",
+        "theme-doc-toc-desktop",
+        "table-of-contents",
         "md-source-file",  # Material for MkDocs
         "edit-this-page",
         "navheader",  # DocBook
@@ -105,7 +110,11 @@ def html_to_markdown(html: str | bytes) -> tuple[str, str | None]:
         text = _tidy(_main_content(tree)) or _tidy(_blocks(body if body is not None else tree), escaped=False)
     top = heading or title
     if top and text and not text.startswith("# "):
-        text = f"# {top}\n\n{text}"
+        first, _, rest = text.partition("\n")
+        if re.fullmatch(r"#{2,6} " + re.escape(top), first):  # DocBook's <h2> page title
+            text = f"# {top}\n{rest}"
+        else:
+            text = f"# {top}\n\n{text}"
     return text, title
 
 
@@ -152,13 +161,15 @@ def _main_content(tree: HtmlElement) -> str:
 
 
 # Where documentation generators put the article: rustdoc, DocBook, Sphinx, MkDocs and
-# Node (role=main), mdBook and Docusaurus (<main>, <article>), Material for MkDocs.
+# Node (role=main), Docusaurus, mdBook (<main>, <article>), Material for MkDocs.
 _MAIN = (
     "//*[@id='main-content']",
     # DocBook XSL: the chapter, section or reference entry between the nav header and footer.
     "/html/body/div[contains(' book part chapter appendix preface article sect1 section refentry "
     "reference glossary set ', concat(' ', normalize-space(@class), ' '))]",
     "//*[@role='main']",
+    # Docusaurus: the rendered markdown, without the doc's footer and table-of-contents column.
+    "//*[contains(concat(' ', normalize-space(@class), ' '), ' theme-doc-markdown ')]",
     "//main",
     "//article",
     "//*[contains(concat(' ', normalize-space(@class), ' '), ' md-content ')]",
@@ -201,7 +212,7 @@ def _walk(node: HtmlElement, out: list[str]) -> None:
             out.append("#" * int(tag[1]) + " " + words)
         return
     if tag == "pre":
-        code = node.text_content().strip("\n")
+        code = _pre_text(node).strip("\n")
         if code.strip():
             out.append("```\n" + code + "\n```")
         return
@@ -225,6 +236,23 @@ def _walk(node: HtmlElement, out: list[str]) -> None:
             loose.append(child.text_content() if isinstance(child.tag, str) else "")
             loose.append(child.tail or "")
     _flush(loose, out)
+
+
+def _pre_text(node: HtmlElement) -> str:
+    """A code block's text with its line breaks: highlighters (Docusaurus's Prism) put each line
+    in a ``<div>`` or end it with ``<br>``, and ``text_content`` would run the lines together."""
+    parts: list[str] = [node.text or ""]
+    for child in node:
+        if isinstance(child.tag, str):
+            if child.tag == "br":
+                parts.append("\n")
+            else:
+                inner = _pre_text(child)
+                parts.append(inner)
+                if child.tag in ("div", "p") and not inner.endswith("\n"):
+                    parts.append("\n")
+        parts.append(child.tail or "")
+    return "".join(parts)
 
 
 def _flush(loose: list[str], out: list[str]) -> None:
