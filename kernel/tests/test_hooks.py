@@ -28,7 +28,7 @@ from toolkernel import (
     hookspecs,
     tool,
 )
-from toolkernel._serving import ServingAppImpl
+from toolkernel._app import ServingAppImpl
 from toolkernel.cli import build_parser
 from toolkernel.embedders import Embedder
 from toolkernel.rerankers import Reranker

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from toolkernel import MCPServer, tool
-from toolkernel._serving import ServingAppImpl
+from toolkernel._app import ServingAppImpl
 from toolkernel.shared_state import (
     SCOPE_SEPARATOR,
     InMemorySessionRegistry,

@@ -16,8 +16,8 @@ and ingested together, so every question competes with pages of every generator:
 * DocBook (PostgreSQL's): chapters 5 and 11 and some of 8 and 9 of the PostgreSQL 15 manual
   (``apt-get download postgresql-doc-15 && dpkg -x postgresql-doc-15_*.deb DIR``; pass
   ``--postgresql DIR/usr/share/doc/postgresql-doc-15/html``);
-* Docusaurus 3 (preset-classic): this repository's ``docs/`` built by ``docusaurus build``
-  (``--docusaurus BUILD_DIR``; how: the section of ``docs/benchmarks.md``).
+* Docusaurus 3 (preset-classic): nine pages of this repository's ``docs/`` built by
+  ``docusaurus_site.py`` (``--docusaurus BUILD_DIR``, by default where that script builds).
 
 The 47 questions below were written from the pages, each with the page (or pages, when two
 answer it equally) that answers it, before any ranking was seen. The knowledge base is built
@@ -284,7 +284,12 @@ def summarize(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--postgresql", type=Path, help="PostgreSQL 15's HTML manual (postgresql-doc-15)")
-    parser.add_argument("--docusaurus", type=Path, help="a Docusaurus build of this repository's docs/")
+    parser.add_argument(
+        "--docusaurus",
+        type=Path,
+        default=Path(__file__).resolve().parent / ".cache" / "docusaurus" / "build",
+        help="a Docusaurus build of this repository's docs/ (default: docusaurus_site.py's)",
+    )
     parser.add_argument("--work", type=Path, help="keep the corpus and knowledge base here (default: temp)")
     parser.add_argument("--out", type=Path, default=RESULTS / "docs_search.json")
     args = parser.parse_args()

@@ -19,7 +19,10 @@ round (A B C D, A B C D, ...) so machine noise lands on all of them alike:
 * sequential latency: in the same process, before the pipelined batch, M calls one at a time
   (write, wait for the answer); p50/p99 over all rounds pooled.
 * cold start: spawn -> first byte of the initialize result on stdout (the initialize request is
-  written straight after spawn, so it waits in the pipe); median and p90.
+  written straight after spawn, so it waits in the pipe); median and p90. Then, in the same
+  process, notifications/initialized and tools/list: spawn -> the tools/list answer is "ready",
+  the time until a client can use the server (toolkernel answers initialize before it loads
+  the SDK, so its ready time also holds the SDK's import).
 
 The contender list is the CONTENDERS table. A contender that dies, stalls or answers wrong makes
 the whole run fail with its stderr tail; leave it out with ``--only``.
@@ -56,6 +59,7 @@ class Contender:
     name: str
     args: tuple[str, ...]  # after the python interpreter
     note: str
+    env: tuple[tuple[str, str], ...] = ()  # set for this contender's processes only
 
 
 # The table. Order here is the order within every round. All are run from the repo root.
@@ -64,6 +68,12 @@ CONTENDERS: tuple[Contender, ...] = (
         "toolkernel",
         ("-m", "toolkernel", "serve", "docs/examples/echo_server.py:app"),
         "toolkernel serve, stdio (default transport)",
+    ),
+    Contender(
+        "tk-sdk-init",
+        ("-m", "toolkernel", "serve", "docs/examples/echo_server.py:app"),
+        "toolkernel serve, stdio, initialize answered by the SDK (TOOLKERNEL_STDIO_EARLY_INITIALIZE=0)",
+        (("TOOLKERNEL_STDIO_EARLY_INITIALIZE", "0"),),
     ),
     Contender("fastmcp", ("tests/benchmarks/peers/fastmcp_echo.py",), "FastMCP 4.x, @mcp.tool, banner off"),
     Contender("sdk", ("tests/benchmarks/peers/sdk_echo.py",), "mcp SDK MCPServer, its stdio transport"),
@@ -125,7 +135,7 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             cwd=REPO,
-            env=launch.env,
+            env={**launch.env, **dict(contender.env)},
             bufsize=0,
         )
         assert self.proc.stdin is not None
@@ -321,6 +331,8 @@ class Samples:
     latency_us: list[float] = field(default_factory=list)  # sequential per-call, all rounds pooled
     cold_s: list[float] = field(default_factory=list)  # spawn -> first byte of initialize result
     cold_cpu_s: list[float] = field(default_factory=list)  # server CPU used by then
+    ready_s: list[float] = field(default_factory=list)  # spawn -> the tools/list answer
+    ready_cpu_s: list[float] = field(default_factory=list)  # server CPU used by then
 
 
 def check_tools(srv: Server) -> None:
@@ -445,19 +457,32 @@ def throughput_round(
         srv.close()
 
 
-def cold_start(contender: Contender, launch: Launch) -> tuple[float, float | None]:
-    """Spawn -> first byte of the initialize result (s), and the CPU the server had used by then."""
+@dataclass(frozen=True)
+class ColdStart:
+    initialize_s: float  # spawn -> first byte of the initialize result
+    initialize_cpu_s: float | None  # server CPU (user + sys) read just after that
+    ready_s: float  # spawn -> the tools/list answer, asked right after the initialize answer
+    ready_cpu_s: float | None
+
+
+def cold_start(contender: Contender, launch: Launch) -> ColdStart:
+    """Spawn -> first byte of the initialize result, then -> the tools/list answer, with server CPU."""
     srv = Server(contender, launch)
     try:
         srv.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": initialize_params()})
         lines = srv.wait_lines(1)
-        cpu = cpu_seconds(srv.proc.pid)  # the server now idles waiting for the next message
+        # Read at once: most servers now idle waiting for the next message; toolkernel goes on
+        # loading the SDK, so a few ms of that may count here too.
+        cpu = cpu_seconds(srv.proc.pid)
         first = srv.first_byte_at
         msg = srv.parse(lines[0])
         if msg.get("id") != 0:
             srv.fail(f"first stdout line is not the initialize result: {lines[0][:300]!r}")
         check_initialize(srv, msg)
-        return first - srv.spawned_at, cpu
+        srv.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        check_tools(srv)
+        ready = time.perf_counter()
+        return ColdStart(first - srv.spawned_at, cpu, ready - srv.spawned_at, cpu_seconds(srv.proc.pid))
     finally:
         srv.close()
 
@@ -513,6 +538,13 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
                 "server_cpu_median": round(statistics.median(s.cold_cpu_s), 3) if s.cold_cpu_s else None,
                 "server_cpu_runs": [round(v, 3) for v in s.cold_cpu_s],
             },
+            "ready_s": {
+                "median": round(statistics.median(s.ready_s), 4),
+                "p90": round(pct(s.ready_s, 90), 4),
+                "runs": [round(v, 4) for v in s.ready_s],
+                "server_cpu_median": round(statistics.median(s.ready_cpu_s), 3) if s.ready_cpu_s else None,
+                "server_cpu_runs": [round(v, 3) for v in s.ready_cpu_s],
+            },
         }
     for row in out.values():
         ratios: dict[str, dict[str, float | None]] = {}
@@ -523,6 +555,7 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
             cpu, ref_cpu = row["server_cpu_us_per_call"], r["server_cpu_us_per_call"]
             cold_cpu = row["cold_start_s"]["server_cpu_median"]
             ref_cold_cpu = r["cold_start_s"]["server_cpu_median"]
+            ready_cpu, ref_ready_cpu = row["ready_s"]["server_cpu_median"], r["ready_s"]["server_cpu_median"]
             ratios[f"vs_{ref}"] = {
                 # ref CPU / this CPU: how many times less server CPU a call costs (higher is better)
                 "cpu_efficiency": round(ref_cpu["median"] / cpu["median"], 3) if cpu and ref_cpu else None,
@@ -534,6 +567,8 @@ def summarize(samples: dict[str, Samples]) -> dict[str, dict[str, Any]]:
                 ),
                 "cold_start": round(row["cold_start_s"]["median"] / r["cold_start_s"]["median"], 3),
                 "cold_start_cpu": round(cold_cpu / ref_cold_cpu, 3) if cold_cpu and ref_cold_cpu else None,
+                "ready": round(row["ready_s"]["median"] / r["ready_s"]["median"], 3),
+                "ready_cpu": round(ready_cpu / ref_ready_cpu, 3) if ready_cpu and ref_ready_cpu else None,
             }
         row["ratios"] = ratios
     return out
@@ -607,6 +642,10 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
         ("cold x fmcp", 11),
         ("cold cpu s", 10),
         ("x fmcp", 6),
+        ("ready med s", 11),
+        ("x fmcp", 6),
+        ("ready cpu s", 11),
+        ("x fmcp", 6),
     ]
     print()
     print("  ".join(title.rjust(w) if i else title.ljust(w) for i, (title, w) in enumerate(cols)))
@@ -616,6 +655,7 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
         cpu = row["server_cpu_us_per_call"]
         lat = row["sequential_latency_us"]
         cold = row["cold_start_s"]
+        ready = row["ready_s"]
         rf = row["ratios"].get("vs_fastmcp", {})
         rs = row["ratios"].get("vs_sdk", {})
         cells = [
@@ -633,6 +673,10 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
             ratio(rf.get("cold_start")),
             f"{cold['server_cpu_median']:.3f}" if cold["server_cpu_median"] else "-",
             ratio(rf.get("cold_start_cpu")),
+            f"{ready['median']:.3f}",
+            ratio(rf.get("ready")),
+            f"{ready['server_cpu_median']:.3f}" if ready["server_cpu_median"] else "-",
+            ratio(rf.get("ready_cpu")),
         ]
         pairs = enumerate(zip(cells, (w for _, w in cols), strict=True))
         print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in pairs))
@@ -642,6 +686,7 @@ def print_table(summary: dict[str, dict[str, Any]], contenders: Sequence[Contend
     print("cpu-eff x fmcp: FastMCP's CPU per call / this row's (higher is better)")
     print("cold cpu s: server CPU (user+sys) from spawn to its initialize answer, median;")
     print("            its x fmcp: / FastMCP's (lower is better)")
+    print("ready: spawn -> the tools/list answer asked right after the initialize answer (wall, CPU)")
 
 
 # --------------------------------------------------------------------------- main
@@ -731,11 +776,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in range(args.cold_runs):
             line = []
             for c in contenders:
-                t, cpu = cold_start(c, launch)
-                samples[c.name].cold_s.append(t)
-                if cpu is not None:
-                    samples[c.name].cold_cpu_s.append(cpu)
-                line.append(f"{c.name} {t:.3f}s" + (f" ({cpu:.2f}s cpu)" if cpu is not None else ""))
+                cs = cold_start(c, launch)
+                s = samples[c.name]
+                s.cold_s.append(cs.initialize_s)
+                s.ready_s.append(cs.ready_s)
+                if cs.initialize_cpu_s is not None and cs.ready_cpu_s is not None:
+                    s.cold_cpu_s.append(cs.initialize_cpu_s)
+                    s.ready_cpu_s.append(cs.ready_cpu_s)
+                cpu = cs.initialize_cpu_s
+                line.append(
+                    f"{c.name} {cs.initialize_s:.3f}s"
+                    + (f" ({cpu:.2f}s cpu)" if cpu is not None else "")
+                    + f" ready {cs.ready_s:.3f}s"
+                )
             print(f"cold {r + 1}/{args.cold_runs}: " + " | ".join(line), flush=True)
     except BenchError as exc:
         print(f"\nBENCHMARK FAILED: {exc}", file=sys.stderr)
@@ -758,7 +811,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "bytecode_cache": "default environment" if args.no_pyc else "forced on (PYTHONPYCACHEPREFIX)",
                 "order": "contenders alternate within every round",
             },
-            "contenders": {c.name: {"command": ["python", *c.args], "note": c.note} for c in contenders},
+            "contenders": {
+                c.name: {"command": ["python", *c.args], "env": dict(c.env), "note": c.note}
+                for c in contenders
+            },
             "results": summary,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)

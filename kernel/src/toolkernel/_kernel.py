@@ -582,7 +582,7 @@ class Kernel:
         Transports get one from :meth:`serve`; an application that runs a transport's
         app itself (mounting toolkernel-http's ASGI app, say) gets it here.
         """
-        from toolkernel._serving import ServingAppImpl
+        from toolkernel._app import ServingAppImpl
 
         return ServingAppImpl(server, self)
 

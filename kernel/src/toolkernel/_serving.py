@@ -2,69 +2,50 @@
 
 The SDK owns the protocol (both eras, the handshake, validation, cancellation); this
 module supplies its request handlers, each a short translation between SDK types and
-the kernel's model. Tool calls go to :class:`toolkernel.calls.ToolCaller`.
+the kernel's model. Tool calls go to :class:`toolkernel.calls.ToolCaller`. It is
+imported when a :class:`toolkernel._app.ServingAppImpl` first needs its SDK server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
-import logging
 import uuid
 import warnings
 import weakref
-from collections.abc import AsyncIterator
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import anyio
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
+from toolkernel._app import advertised_extensions
 from toolkernel._listen import TaskListenHandler
 from toolkernel._telemetry import RequestSpans
 from toolkernel.auth import AuthInfo
-from toolkernel.calls import ToolCaller
 from toolkernel.context import InputRequired, ToolContext, encode_state
 from toolkernel.errors import ProtocolError, missing_capability
-from toolkernel.events import SessionEvent
 from toolkernel.resources import Resource, ResourceLister, call_maybe_async
-from toolkernel.skills import SKILLS_EXTENSION, mime_type
-from toolkernel.tasks import TASKS_EXTENSION, TaskHandle, TaskRecord, TaskRunner
+from toolkernel.skills import mime_type
+from toolkernel.tasks import TASKS_EXTENSION, TaskHandle, TaskRecord
 from toolkernel.wire import answering
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, ServerRequestContext
     from mcp.server.models import InitializationOptions
-    from mcp.shared._stream_protocols import ReadStream, WriteStream
-    from mcp.shared.message import SessionMessage
 
-    from toolkernel._kernel import Kernel
+    from toolkernel._app import ServingAppImpl
     from toolkernel.prompts import Prompt
     from toolkernel.server import MCPServer
     from toolkernel.tools import Tool
-
-_logger = logging.getLogger("toolkernel.tasks")
 
 RESOURCE_NOT_FOUND = -32002
 HEADER_MISMATCH = -32020
 CONTEXT_META_KEY = "toolkernel/context"
 VERSION_META_KEY = "toolkernel/version"
 LOG_LEVEL_STATE = "toolkernel.log_level"
-
-_callers: weakref.WeakKeyDictionary[MCPServer, ToolCaller] = weakref.WeakKeyDictionary()
-
-
-def caller_for(server: MCPServer) -> ToolCaller:
-    """The tool caller of ``server``: remade when its kernel or middleware list changes."""
-    caller = _callers.get(server)
-    if caller is None or not caller.serves(server.kernel, server.middleware):
-        caller = _callers[server] = ToolCaller(server.kernel, server.middleware)
-    return caller
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
@@ -97,161 +78,44 @@ class ProtocolServer(Server[Any]):
         )
 
 
-class ServingAppImpl:
-    """A server being served: the SDK server plus the session hooks, as transports see it."""
-
-    def __init__(self, server: MCPServer, kernel: Kernel) -> None:
-        self.server = server
-        self.kernel = kernel
-        self.caller = caller_for(server)
-        self.tasks = TaskRunner(server.task_store)
-        self._tools: dict[str, Tool] = {}
-        self._seen: tuple[int, int] | None = None
-
-    @property
-    def tools(self) -> dict[str, Tool]:
-        """Every tool the server offers now: recomputed only after the server or its plugins change."""
-        seen = (self.server._revision, self.kernel._generation)
-        if seen != self._seen:
-            self._tools = self.server.all_tools()
-            self._seen = seen
-        return self._tools
-
-    @cached_property
-    def protocol_server(self) -> ProtocolServer:
-        """The SDK low-level server carrying this server's handlers."""
-        s = self.server
-        handlers = _Handlers(self)
-        with warnings.catch_warnings():
-            # Logging is deprecated in 2026-07-28 but still part of the handshake era we serve.
-            warnings.simplefilter("ignore")
-            proto = ProtocolServer(
-                s.name,
-                version=s.version,
-                title=s.title,
-                description=s.description,
-                instructions=s.instructions,
-                website_url=s.website_url,
-                get_tool_input_schema=lambda name: t.input_schema if (t := self.tools.get(name)) else None,
-                on_list_tools=handlers.list_tools,
-                on_call_tool=cast(Any, handlers.call_tool),  # may answer with a CreateTaskResult
-                on_list_resources=handlers.list_resources,
-                on_list_resource_templates=handlers.list_resource_templates,
-                on_read_resource=handlers.read_resource,
-                on_subscribe_resource=handlers.subscribe,
-                on_unsubscribe_resource=handlers.unsubscribe,
-                on_list_prompts=handlers.list_prompts,
-                on_get_prompt=handlers.get_prompt,
-                on_completion=handlers.complete,
-                on_set_logging_level=handlers.set_logging_level,
-                on_subscriptions_listen=TaskListenHandler(s.subscription_bus, self.tasks),
-            )
-        proto.middleware = [RequestSpans(), _TrackConnections(s), _OneHandshake()]
-        if any(t.task is not None for t in self.tools.values()):
-            proto.extensions[TASKS_EXTENSION] = {}
-        if s.skills:
-            proto.extensions[SKILLS_EXTENSION] = {"directoryRead": True}
-            proto.add_request_handler("skills/list", types.PaginatedRequestParams, handlers.list_skills)
-            proto.add_request_handler("skills/get", _UriParams, handlers.get_skill)
-            proto.add_request_handler("resources/directory/read", _DirectoryParams, handlers.read_directory)
-        proto.add_request_handler("tasks/get", _TaskParams, handlers.get_task)
-        proto.add_request_handler("tasks/update", _TaskUpdateParams, handlers.update_task)
-        proto.add_request_handler("tasks/cancel", _TaskParams, handlers.cancel_task)
-        return proto
-
-    @cached_property
-    def init_options(self) -> InitializationOptions:
-        """Initialization options advertising list-changed notifications."""
-        return self.protocol_server.create_initialization_options()
-
-    async def run_session(
-        self,
-        read: ReadStream[SessionMessage | Exception],
-        write: WriteStream[SessionMessage],
-        *,
-        transport: str,
-        session_id: str | None = None,
-    ) -> None:
-        """Serve one connection over a stream pair, firing the session hooks around it."""
-        async with self.session(transport=transport, session_id=session_id):
-            await self.protocol_server.run(read, write, self.init_options)
-
-    @contextlib.asynccontextmanager
-    async def task_worker(self, queue: Any) -> AsyncIterator[None]:
-        """Run the task bodies ``queue`` (a ``TaskQueue``) hands this process, while the block runs."""
-        worker = asyncio.get_running_loop().create_task(self._work(queue), name="task worker")
-        try:
-            yield
-        finally:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
-            await self.tasks.aclose()
-
-    async def _work(self, queue: Any) -> None:
-        running: set[asyncio.Task[None]] = set()
-        try:
-            async for job in queue.take():
-                task = asyncio.get_running_loop().create_task(self._run_job(job))
-                running.add(task)
-                task.add_done_callback(running.discard)
-        finally:
-            for task in list(running):
-                task.cancel()
-
-    async def _run_job(self, job: Any) -> None:
-        """Run one queued task body; the job is done once its task has ended (or cannot run).
-
-        When the store fails meanwhile (unreachable, or raising), the job is released rather
-        than left claimed by this worker for as long as it lives: the queue hands it out
-        again, and the task runs once the store answers.
-        """
-        try:
-            await self._run_job_body(job.data)
-            await job.done()
-        except asyncio.CancelledError:
-            raise  # the worker is stopping: the backend hands the job to another worker
-        except Exception as exc:
-            _logger.warning("task %s: job released to the queue: %s", job.data.get("task"), exc)
-            with contextlib.suppress(Exception):
-                await job.release()
-
-    async def _run_job_body(self, data: dict[str, Any]) -> None:
-        record = await self.tasks.store.get(str(data.get("task")))
-        tool = self.tools.get(str(data.get("tool")))
-        if record is None or record.terminal or tool is None:
-            if record is not None and not record.terminal:
-                await self.tasks._finish(record, "failed", error={"code": -32602, "message": "Unknown tool"})
-            return
-        auth = AuthInfo.model_validate(data["auth"]) if data.get("auth") else None
-        values = data.get("values")
-
-        async def work(handle: TaskHandle) -> dict[str, Any]:
-            tctx = ToolContext(
-                server=self.server,
-                tool_name=tool.name,
-                call_id=record.task_id,
-                values=values if isinstance(values, dict) else None,
-                auth=auth,
-                task=handle,
-                client_capabilities=data.get("capabilities"),
-            )
-            outcome = await self.caller.call(tool, dict(data.get("arguments") or {}), tctx)
-            return _call_result(outcome).model_dump(by_alias=True, mode="json", exclude_none=True)
-
-        await self.tasks.run_taken(record, work)
-
-    @contextlib.asynccontextmanager
-    async def session(self, *, transport: str, session_id: str | None = None) -> AsyncIterator[None]:
-        """Fire ``on_session_start`` on entry and ``on_session_stop`` on exit, however it exits."""
-        event = SessionEvent(server=self.server, transport=transport, session_id=session_id)
-        await self.kernel.emit("on_session_start", event=event)
-        try:
-            yield
-        finally:
-            # A session usually ends by cancellation: shield the hooks, or async ones never run.
-            with anyio.CancelScope(shield=True):
-                await self.kernel.emit("on_session_stop", event=event)
+def protocol_server_for(app: ServingAppImpl) -> ProtocolServer:
+    """The SDK low-level server carrying the handlers of ``app``'s server."""
+    s = app.server
+    handlers = _Handlers(app)
+    with warnings.catch_warnings():
+        # Logging is deprecated in 2026-07-28 but still part of the handshake era we serve.
+        warnings.simplefilter("ignore")
+        proto = ProtocolServer(
+            s.name,
+            version=s.version,
+            title=s.title,
+            description=s.description,
+            instructions=s.instructions,
+            website_url=s.website_url,
+            get_tool_input_schema=lambda name: t.input_schema if (t := app.tools.get(name)) else None,
+            on_list_tools=handlers.list_tools,
+            on_call_tool=cast(Any, handlers.call_tool),  # may answer with a CreateTaskResult
+            on_list_resources=handlers.list_resources,
+            on_list_resource_templates=handlers.list_resource_templates,
+            on_read_resource=handlers.read_resource,
+            on_subscribe_resource=handlers.subscribe,
+            on_unsubscribe_resource=handlers.unsubscribe,
+            on_list_prompts=handlers.list_prompts,
+            on_get_prompt=handlers.get_prompt,
+            on_completion=handlers.complete,
+            on_set_logging_level=handlers.set_logging_level,
+            on_subscriptions_listen=TaskListenHandler(s.subscription_bus, app.tasks),
+        )
+    proto.middleware = [RequestSpans(), _TrackConnections(s), _OneHandshake()]
+    proto.extensions.update(advertised_extensions(s, app.tools))
+    if s.skills:
+        proto.add_request_handler("skills/list", types.PaginatedRequestParams, handlers.list_skills)
+        proto.add_request_handler("skills/get", _UriParams, handlers.get_skill)
+        proto.add_request_handler("resources/directory/read", _DirectoryParams, handlers.read_directory)
+    proto.add_request_handler("tasks/get", _TaskParams, handlers.get_task)
+    proto.add_request_handler("tasks/update", _TaskUpdateParams, handlers.update_task)
+    proto.add_request_handler("tasks/cancel", _TaskParams, handlers.cancel_task)
+    return proto
 
 
 class _TrackConnections:

@@ -361,7 +361,7 @@ class MCPServer:
         return value; raises :class:`~toolkernel.errors.ToolkernelError` subclasses on
         unknown tools and ``ToolExecutionError`` when the call ends in error.
         """
-        from toolkernel._serving import caller_for
+        from toolkernel._app import caller_for
 
         t = self.all_tools().get(tool_id)
         if t is None:

@@ -1,7 +1,8 @@
 """Line-delimited JSON-RPC streams over asyncio pipes, for both ends of a stdio connection.
 
 The SDK consumes any object with ``receive``/``send``; these parse and serialize
-each line in the caller's task, so a message crosses no queue and no thread.
+each line in the caller's task, so a message crosses no queue and no thread. The
+server's end of the pipes is set up by :mod:`toolkernel._builtin._stdio_server`.
 """
 
 from __future__ import annotations
@@ -10,9 +11,6 @@ import asyncio
 import contextlib
 import os
 import shlex
-import stat
-import sys
-import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -27,17 +25,17 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from toolkernel._builtin._stdio_server import MAX_LINE
 from toolkernel.errors import ConfigError
 from toolkernel.transports import ReadStreamBase, WriteStreamBase
 from toolkernel.wire import encode_message, misplaced_id, refusal, too_long
 
 if TYPE_CHECKING:
-    from toolkernel.transports import ClientTransportOptions, ServeOptions, ServingApp, TransportStreams
+    from toolkernel.transports import ClientTransportOptions, TransportStreams
 
-MAX_LINE = 64 * 1024 * 1024
-"""Largest message accepted on a stdio line (64 MiB); a longer one is an error, not a hang."""
 _HIGH_WATER = 1024 * 1024
 _EXIT_GRACE_S = 2.0
+_EARLY_REPLAY_WAIT_S = 30.0
 END_OF_INPUT_GRACE_S = 30.0
 """When a client's input ends, how long requests still running get to finish and be answered."""
 
@@ -51,11 +49,15 @@ class LineReadStream(ReadStreamBase):
     also holds back the end of input until every request it passed on has been answered
     (at most :data:`END_OF_INPUT_GRACE_S`): the dispatcher cancels what is in flight when
     input ends, and ``serve < requests.jsonl`` would lose the answers still being computed.
+    ``first`` is a line already taken from ``reader``; it is read before the rest.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, reply: LineWriteStream | None = None) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, reply: LineWriteStream | None = None, first: bytes | None = None
+    ) -> None:
         self._reader = reader
         self._reply = reply
+        self._first = first
 
     async def receive(self) -> SessionMessage | Exception:
         """The next message; :class:`anyio.EndOfStream` when the peer closed the pipe."""
@@ -98,6 +100,13 @@ class LineReadStream(ReadStreamBase):
 
     async def _read_line(self) -> bytes | None:
         """The next non-blank line, ``None`` for one over :data:`MAX_LINE` (skipped)."""
+        if self._first is not None:
+            line, self._first = self._first, None
+            return line
+        if self._reply is not None and self._reply.early_pending:
+            # The client may reuse the id of a request answered early as soon as it has the
+            # answer: read on once the SDK has answered (and dropped) its own replay of it.
+            await self._reply.early_replayed()
         while True:
             try:
                 line = await self._reader.readuntil(b"\n")
@@ -128,11 +137,22 @@ class LineWriteStream(WriteStreamBase):
 
     Messages sent in the same event-loop turn go out in one write: under pipelined load
     that is one syscall (and one wake-up of the peer) for many responses.
+
+    ``answered`` is ``(id, line)`` of a request the transport answered before the SDK was
+    loaded (:mod:`toolkernel._handshake`): the SDK's own answer to that request is not sent
+    again, and if it differs from ``line`` the difference is logged as an error.
     """
 
-    def __init__(self, transport: asyncio.WriteTransport, protocol: Any) -> None:
+    def __init__(
+        self,
+        transport: asyncio.WriteTransport,
+        protocol: Any,
+        answered: tuple[int | str, bytes] | None = None,
+    ) -> None:
         self._transport = transport
         self._protocol = protocol
+        self._early = answered
+        self._early_done = anyio.Event()
         self._pending: list[bytes] = []
         self._unanswered: set[str | int] = set()
         self._all_answered = anyio.Event()
@@ -166,13 +186,42 @@ class LineWriteStream(WriteStreamBase):
         if self._transport.is_closing():
             raise anyio.BrokenResourceError("stdio pipe is closed")
         data = encode_message(item.message) + b"\n"
-        if isinstance(item.message, (JSONRPCResponse, JSONRPCError)) and self._unanswered:
-            self._answer(item.message.id)
+        if isinstance(item.message, (JSONRPCResponse, JSONRPCError)):
+            if self._unanswered:
+                self._answer(item.message.id)
+            if self._early is not None and item.message.id == self._early[0]:
+                self._check_early(data)
+                return
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
         self._pending.append(data)
         if self._transport.get_write_buffer_size() > _HIGH_WATER:
             await self._protocol._drain_helper()
+
+    @property
+    def early_pending(self) -> bool:
+        """Whether a request was answered early and the SDK has not yet answered its replay."""
+        return self._early is not None
+
+    async def early_replayed(self) -> None:
+        """Wait until the SDK has answered the replay of the request answered early (30 s at most)."""
+        with anyio.move_on_after(_EARLY_REPLAY_WAIT_S):
+            await self._early_done.wait()
+
+    def _check_early(self, data: bytes) -> None:
+        """The SDK's answer to the request answered early: drop it, saying so if it differs."""
+        assert self._early is not None
+        sent, self._early = self._early[1], None
+        self._early_done.set()
+        if data != sent + b"\n":
+            from toolkernel._logging import get_logger
+
+            get_logger("toolkernel.stdio").error(
+                "a request was answered before the SDK loaded, and differently from the SDK "
+                "(a toolkernel bug: set TOOLKERNEL_STDIO_EARLY_INITIALIZE=0 and report it)",
+                sent=sent.decode(errors="replace"),
+                sdk=data.decode(errors="replace").rstrip("\n"),
+            )
 
     def _flush(self) -> None:
         if self._pending and not self._transport.is_closing():
@@ -184,112 +233,6 @@ class LineWriteStream(WriteStreamBase):
         self._flush()
         if not self._transport.is_closing():
             self._transport.close()
-
-
-async def _server_streams(read_fd: int, write_fd: int) -> tuple[LineReadStream, LineWriteStream]:
-    """Line streams over the server's descriptors, whatever they are: pipes, terminals, files.
-
-    asyncio polls pipes, sockets and terminals. It cannot poll a regular file or ``/dev/null``
-    (``serve < requests.jsonl > answers.jsonl``): such input is read in a thread and fed to
-    the loop, and such output is written directly (a write to a file does not wait on a peer).
-    """
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE)
-    source = os.fdopen(read_fd, "rb", 0)
-    if _is_pipe(read_fd):
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
-    else:
-        feeder = threading.Thread(target=_feed, args=(source, reader, loop), name="stdin-feed", daemon=True)
-        feeder.start()
-    sink = os.fdopen(write_fd, "wb", 0)
-    transport: asyncio.WriteTransport
-    if _is_pipe(write_fd):
-        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sink)
-    else:
-        transport, protocol = _FileWriter(sink), None
-    write = LineWriteStream(transport, protocol)
-    return LineReadStream(reader, reply=write), write
-
-
-def _feed(source: Any, reader: asyncio.StreamReader, loop: asyncio.AbstractEventLoop) -> None:
-    """Read ``source`` to its end in this thread, handing each chunk to ``reader`` on ``loop``."""
-    try:
-        while chunk := source.read(1 << 16):
-            loop.call_soon_threadsafe(reader.feed_data, chunk)
-    except (OSError, RuntimeError):  # the descriptor or the loop closed under us: input is over
-        pass
-    finally:
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(reader.feed_eof)
-        source.close()
-
-
-class _FileWriter(asyncio.WriteTransport):
-    """The write transport for output asyncio cannot poll (a regular file, ``/dev/null``)."""
-
-    def __init__(self, sink: Any) -> None:
-        super().__init__()
-        self._sink = sink
-        self._closing = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[self._sink.write(view) :]
-
-    def is_closing(self) -> bool:
-        return self._closing
-
-    def close(self) -> None:
-        if not self._closing:
-            self._closing = True
-            self._sink.close()
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-
-@contextlib.asynccontextmanager
-async def claim_stdio() -> AsyncIterator[TransportStreams]:
-    """Take over fd 0/1 for the wire; while held, fd 0 reads /dev/null and fd 1 writes to stderr."""
-    sys.stdout.flush()
-    wire_in, wire_out = os.dup(0), os.dup(1)
-    saved_in, saved_out = os.dup(0), os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)
-    os.close(devnull)
-    try:
-        read, write = await _server_streams(wire_in, wire_out)
-        try:
-            yield read, write
-        finally:
-            await write.aclose()
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        os.close(saved_in)
-        os.close(saved_out)
-
-
-def _is_pipe(fd: int) -> bool:
-    mode = os.fstat(fd).st_mode
-    # Of character devices only terminals can be polled: /dev/null cannot, and the event
-    # loop would never see its end of file.
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
-
-
-class StdioServerTransport:
-    """Serves one MCP session over this process's stdin and stdout."""
-
-    def __init__(self, options: ServeOptions) -> None:
-        self.options = options
-
-    async def serve(self, app: ServingApp) -> None:
-        """Run the session until the client closes stdin."""
-        async with claim_stdio() as (read, write):
-            await app.run_session(read, write, transport="stdio")
 
 
 @contextlib.asynccontextmanager

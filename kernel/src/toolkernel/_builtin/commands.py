@@ -98,7 +98,8 @@ def _serve(args: argparse.Namespace, kernel: Kernel) -> Any:
     server = load_server(args.target)
     if server._kernel is None:
         server._kernel = kernel
-    import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
+    if args.transport != "stdio":  # stdio loads it once it has answered initialize (see _stdio_server)
+        import toolkernel._serving  # noqa: F401 - load the protocol layer now, during set-up (see cli.main)
 
     if options.workers > 1 and not workers.is_worker():
         if args.transport == "stdio":

@@ -4,8 +4,9 @@ Newline-delimited JSON-RPC over a pipe pair, read and written through asyncio pi
 transports on the event loop. The SDK's own stdio transport moves each line through a
 worker thread; this one does no thread hop per message, which is most of the per-call
 cost at high rates. Logs never go to stdout: while serving, fd 1 points at stderr and
-the wire uses a private duplicate. The factories import the transport (and with it the
-``mcp`` SDK) only when a connection is made, so listing plugins stays cheap.
+the wire uses a private duplicate. The factories import the transport only when a
+connection is made, so listing plugins stays cheap; the server answers a client's
+``initialize`` before it imports the ``mcp`` SDK (see ``_stdio_server``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 def server_transport(options: ServeOptions) -> ServerTransport:
     """A transport serving one session over this process's stdin/stdout."""
-    from toolkernel._builtin._stdio_transport import StdioServerTransport
+    from toolkernel._builtin._stdio_server import StdioServerTransport
 
     return StdioServerTransport(options)
 

@@ -48,9 +48,11 @@ _SEARCH = (
     "cst AS (SELECT chunks::float8 AS n, chunk_length::float8 / greatest(chunks, 1) AS avg FROM {s}.stats), "
     f"dw AS MATERIALIZED ({_WEIGHTS.format(stats='dst', s='{s}', postings='document_postings')}), "
     f"cw AS MATERIALIZED ({_WEIGHTS.format(stats='cst', s='{s}', postings='chunk_postings')}), "
-    # Documents ranked on their own terms...
-    f"top AS MATERIALIZED (SELECT p.document, {_SCORE} AS score "
-    "FROM dw w JOIN {s}.document_postings p ON p.term = w.term "
+    # Documents ranked on their own terms. Every lookup of postings is a LATERAL subquery
+    # fenced by OFFSET 0: an index scan per query term, never a merge join over the whole index
+    # (which the planner picks for a dozen terms when it misjudges the size of dw).
+    f"top AS MATERIALIZED (SELECT p.document, {_SCORE} AS score FROM dw w CROSS JOIN LATERAL "
+    "(SELECT document, tf, length FROM {s}.document_postings p WHERE p.term = w.term OFFSET 0) AS p "
     "GROUP BY p.document ORDER BY score DESC, p.document LIMIT %(limit)s), "
     # ...and their chunks scored on the chunk index, a (term, chunk) lookup each.
     "c AS MATERIALIZED (SELECT rowid, id, document_id, metadata FROM {s}.chunks "
