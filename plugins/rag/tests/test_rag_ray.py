@@ -100,7 +100,7 @@ async def _local(name: str, corpus: Path, home: str) -> IngestReport:
 
 
 async def _on_ray(
-    name: str, corpus: Path, home: str, progress: Any = None, batch_size: int = 8
+    name: str, corpus: Path, home: str, progress: Any = None, batch_size: int = 8, writers: int = 1
 ) -> IngestReport:
     from toolkernel_rag.cluster.connect import connect
     from toolkernel_rag.cluster.job import RayOptions, ingest_on_ray
@@ -110,7 +110,7 @@ async def _on_ray(
     ) as kb:
         session = connect(None, 2)
         assert not session.owned  # the module's Ray, joined as it is
-        options = RayOptions(actors=2, batch_size=batch_size)
+        options = RayOptions(actors=2, batch_size=batch_size, writers=writers)
         return await ingest_on_ray(kb, [str(corpus)], session, options, progress=progress)
 
 
@@ -171,7 +171,8 @@ async def test_ray_builds_the_knowledge_base_the_local_pipeline_builds(
     suffix = str(abs(hash(tmp_path)) % 10**6)  # PostgreSQL is shared by the module: names of their own
     local, viaray = f"local{suffix}", f"viaray{suffix}"
     local_report = await _local(local, corpus, home)
-    ray_report = await _on_ray(viaray, corpus, home)
+    # On PostgreSQL two writer actors commit side by side.
+    ray_report = await _on_ray(viaray, corpus, home, writers=2 if home.startswith("postgresql") else 1)
     assert (
         (ray_report.added, ray_report.chunks)
         == (local_report.added, local_report.chunks)
@@ -376,6 +377,8 @@ async def test_actors_the_cluster_cannot_place_are_refused_in_one_line(
             await ingest_on_ray(kb, [str(source)], session, RayOptions(actors=5))
         with pytest.raises(KBError, match=r"^--gpus-per-actor 1 x --actors 2: the Ray cluster has 0 GPUs$"):
             await ingest_on_ray(kb, [str(source)], session, RayOptions(actors=2, gpus_per_actor=1))
+        with pytest.raises(KBError, match=r"^--writers 2: only a PostgreSQL home has writer actors"):
+            await ingest_on_ray(kb, [str(source)], session, RayOptions(actors=1, writers=2))
         assert kb.catalog.counts() == (0, 0, 0)
 
 
