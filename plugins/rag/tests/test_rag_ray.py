@@ -192,6 +192,31 @@ async def test_ray_builds_the_knowledge_base_the_local_pipeline_builds(
         assert await stored_vectors(Path(home) / viaray) == local_report.chunks
 
 
+async def test_every_file_type_is_read_and_chunked_on_the_workers_as_locally(
+    ray_address: str, corpus: Path, tmp_path: Path
+) -> None:
+    # Markdown with front matter, text, HTML, JSON (conftest's corpus) and Python (the code chunker).
+    (corpus / "code").mkdir()
+    (corpus / "code" / "tool.py").write_text(
+        '"""A tool."""\n\n\ndef add(a: int, b: int) -> int:\n    """Add two numbers."""\n    return a + b\n'
+        "\n\nclass Store:\n    def get(self, key: str) -> str:\n        return key.upper()\n",
+        encoding="utf-8",
+    )
+    home = str(tmp_path / "home")
+    local_report = await _local("local", corpus, home)
+    ray_report = await _on_ray("viaray", corpus, home)
+    assert ray_report.added == local_report.added == 6
+    want, got = (
+        await _state("local", home, ["install", "tomatoes"]),
+        await _state("viaray", home, ["install"]),
+    )
+    assert got["documents"] == want["documents"]
+    assert got["chunks"] == want["chunks"]  # ids, texts and vectors
+    async with await KnowledgeBase.open("viaray", kernel=make_kernel(), writable=False, home=home) as kb:
+        kinds = {row.metadata["kind"] for row in kb.documents()}
+    assert kinds == {"markdown", "text", "html", "json", "code"}
+
+
 async def test_a_rerun_on_ray_embeds_only_the_changed_documents(
     ray_address: str, scifact: tuple[list[dict[str, Any]], list[str]], tmp_path: Path, spans: Any
 ) -> None:
