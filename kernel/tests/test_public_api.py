@@ -217,6 +217,8 @@ PUBLIC_MODULES: dict[str, list[str]] = {
     "toolkernel.embedders": [
         "Embedder",
         "EmbedderFactory",
+        "caller_shows_progress",
+        "progress_shown_by_caller",
         "split_embedder_name",
     ],
     "toolkernel.entities": [

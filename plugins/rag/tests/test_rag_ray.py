@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,8 +67,6 @@ def ray_address() -> Iterator[str]:
         yield ray.get_runtime_context().gcs_address
     finally:
         ray.shutdown()
-        import shutil
-
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -101,7 +100,7 @@ async def _local(name: str, corpus: Path, home: str) -> IngestReport:
 
 
 async def _on_ray(
-    name: str, corpus: Path, home: str, progress: Any = None, batch_size: int = 8
+    name: str, corpus: Path, home: str, progress: Any = None, batch_size: int = 8, writers: int = 1
 ) -> IngestReport:
     from toolkernel_rag.cluster.connect import connect
     from toolkernel_rag.cluster.job import RayOptions, ingest_on_ray
@@ -111,7 +110,7 @@ async def _on_ray(
     ) as kb:
         session = connect(None, 2)
         assert not session.owned  # the module's Ray, joined as it is
-        options = RayOptions(actors=2, batch_size=batch_size)
+        options = RayOptions(actors=2, batch_size=batch_size, writers=writers)
         return await ingest_on_ray(kb, [str(corpus)], session, options, progress=progress)
 
 
@@ -172,7 +171,8 @@ async def test_ray_builds_the_knowledge_base_the_local_pipeline_builds(
     suffix = str(abs(hash(tmp_path)) % 10**6)  # PostgreSQL is shared by the module: names of their own
     local, viaray = f"local{suffix}", f"viaray{suffix}"
     local_report = await _local(local, corpus, home)
-    ray_report = await _on_ray(viaray, corpus, home)
+    # On PostgreSQL two writer actors commit side by side.
+    ray_report = await _on_ray(viaray, corpus, home, writers=2 if home.startswith("postgresql") else 1)
     assert (
         (ray_report.added, ray_report.chunks)
         == (local_report.added, local_report.chunks)
@@ -193,7 +193,7 @@ async def test_ray_builds_the_knowledge_base_the_local_pipeline_builds(
 
 
 async def test_a_rerun_on_ray_embeds_only_the_changed_documents(
-    ray_address: str, scifact: tuple[list[dict[str, Any]], list[str]], tmp_path: Path
+    ray_address: str, scifact: tuple[list[dict[str, Any]], list[str]], tmp_path: Path, spans: Any
 ) -> None:
     records, queries = scifact
     home = str(tmp_path / "home")
@@ -204,8 +204,14 @@ async def test_a_rerun_on_ray_embeds_only_the_changed_documents(
         r["text"] += " Revised in a later edition."
     removed = changed.pop()
     _corpus(tmp_path, changed)
+    spans.clear()
     report = await _on_ray("incremental", corpus, home)
     assert (report.added, report.updated, report.unchanged, report.deleted) == (0, 5, len(changed) - 5, 1)
+    traced = {s.name: dict(s.attributes or {}) for s in spans.get_finished_spans()}
+    assert traced["kb.ingest"]["kb.engine"] == "ray"
+    assert traced["kb.ingest"]["kb.updated"] == 5
+    assert traced["kb.write"]["kb.documents"] >= 1
+    assert "kb.plan" in traced
     await _local("reference", corpus, home)
     want, got = await _state("reference", home, queries), await _state("incremental", home, queries)
     assert got["documents"] == want["documents"]
@@ -273,6 +279,21 @@ async def test_a_killed_actor_is_replaced_and_the_result_is_identical(
     assert await stored_vectors(Path(home) / "survivor") == want["counts"][2]
 
 
+def _ray_of_a_run() -> set[int]:
+    """Processes of a Ray that ``kb ingest`` started for itself (its session folder is ``/tmp/tk-ray-*``)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "/tmp/tk-ray-" in line and "tk-ray-test-" not in line:
+            found.add(int(entry.name))
+    return found
+
+
 def test_a_killed_driver_resumes_to_a_clean_ingests_counts(
     ray_address: str, scifact: tuple[list[dict[str, Any]], list[str]], tmp_path: Path
 ) -> None:
@@ -283,10 +304,18 @@ def test_a_killed_driver_resumes_to_a_clean_ingests_counts(
     env["TOOLKERNEL_KB_HOME"] = str(home)
     command = [
         TOOLKERNEL, "kb", "ingest", str(corpus), "--kb", "resumed", "--embedder", EMBEDDER,
-        "--engine", "ray", "--address", ray_address, "--actors", "2", "--batch-size", "2",
-        "--progress", "json", "--progress-every", "0",
+        "--engine", "ray", "--actors", "2", "--batch-size", "2",
     ]  # fmt: skip
-    victim = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    before = _ray_of_a_run()
+    folders = set(Path("/tmp").glob("tk-ray-*"))
+    # The killed run starts a Ray of its own (the default); the rerun joins the module's.
+    victim = subprocess.Popen(
+        [*command, "--progress", "json", "--progress-every", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert victim.stderr is not None
     seen_done = -1
     deadline = time.monotonic() + 300
@@ -301,8 +330,20 @@ def test_a_killed_driver_resumes_to_a_clean_ingests_counts(
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
     assert 0 < seen_done < len(records), "the driver was not killed midway: nothing was tested"
+    # The Ray the driver started dies with it (its processes share the driver's fate).
+    deadline = time.monotonic() + 60
+    while _ray_of_a_run() - before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _ray_of_a_run() - before == set(), "the killed driver's Ray outlived it"
+    for folder in set(Path("/tmp").glob("tk-ray-*")) - folders:  # its session files stay behind
+        shutil.rmtree(folder, ignore_errors=True)
     rerun = subprocess.run(
-        [*command[:-4], "--quiet"], env=env, capture_output=True, text=True, timeout=300, check=False
+        [*command, "--address", ray_address, "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     summary = json.loads(rerun.stdout)
@@ -318,6 +359,27 @@ def test_a_killed_driver_resumes_to_a_clean_ingests_counts(
     assert got["chunks"] == want["chunks"]  # every chunk once: no duplicates, none lost
     assert len({c[0] for c in got["chunks"]}) == len(got["chunks"])
     assert got["rankings"] == want["rankings"]
+
+
+async def test_actors_the_cluster_cannot_place_are_refused_in_one_line(
+    ray_address: str, tmp_path: Path
+) -> None:
+    from toolkernel_rag.cluster.connect import connect
+    from toolkernel_rag.cluster.job import RayOptions, ingest_on_ray
+    from toolkernel_rag.layout import KBError
+
+    source = write_records(tmp_path / "c.jsonl", [{"id": "1", "text": "one"}])
+    async with await KnowledgeBase.open(
+        tmp_path / "kb", kernel=make_kernel(), create=True, embedder=EMBEDDER
+    ) as kb:
+        session = connect(None, 2)
+        with pytest.raises(KBError, match=r"^--actors 5: the actors need 5 CPUs and the reading tasks 1"):
+            await ingest_on_ray(kb, [str(source)], session, RayOptions(actors=5))
+        with pytest.raises(KBError, match=r"^--gpus-per-actor 1 x --actors 2: the Ray cluster has 0 GPUs$"):
+            await ingest_on_ray(kb, [str(source)], session, RayOptions(actors=2, gpus_per_actor=1))
+        with pytest.raises(KBError, match=r"^--writers 2: only a PostgreSQL home has writer actors"):
+            await ingest_on_ray(kb, [str(source)], session, RayOptions(actors=1, writers=2))
+        assert kb.catalog.counts() == (0, 0, 0)
 
 
 @pytest.mark.parametrize(

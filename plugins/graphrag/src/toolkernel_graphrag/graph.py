@@ -347,9 +347,7 @@ class ChunkGraph:
                     f"chunk {chunk.id!r}: vector of dimension {len(chunk.vector or ())}, "
                     f"the graph holds {dimension}"
                 )
-        grow = len(self._slots) - self._vectors.shape[0]
-        if grow > 0:
-            self._vectors = np.vstack([self._vectors, np.zeros((grow, dimension), dtype=np.float32)])
+        self._vectors = _rows(self._vectors, len(self._slots), 0.0)
         for slot in freed:
             self._vectors[slot] = 0.0
         for slot, chunk in zip(added, chunks, strict=True):
@@ -364,10 +362,8 @@ class ChunkGraph:
         if self._knn is None or self._knn_sim is None:
             self._knn = np.full((0, k), -1, dtype=np.int64)
             self._knn_sim = np.zeros((0, k), dtype=np.float32)
-        grow = size - self._knn.shape[0]
-        if grow > 0:
-            self._knn = np.vstack([self._knn, np.full((grow, k), -1, dtype=np.int64)])
-            self._knn_sim = np.vstack([self._knn_sim, np.zeros((grow, k), dtype=np.float32)])
+        self._knn = _rows(self._knn, size, -1)
+        self._knn_sim = _rows(self._knn_sim, size, 0.0)
         for slot in freed:
             self._knn[slot] = -1
             self._knn_sim[slot] = 0.0
@@ -627,6 +623,29 @@ class ChunkGraph:
 
 
 __all__ = ["ChunkGraph", "ChunkInput", "GraphStateError", "Normalisation"]
+
+
+def _rows(array: npt.NDArray[Any], rows: int, fill: float) -> npt.NDArray[Any]:
+    """``array`` with ``rows`` rows, the new ones set to ``fill``: a view of a buffer that grows by
+    half again when full, so a graph built batch by batch copies its vectors a few times, not
+    once a batch (each copy of a growing matrix used to leave the old one to the allocator)."""
+    present = array.shape[0]
+    if rows <= present:
+        return array
+    buffer = array.base if isinstance(array.base, np.ndarray) else None
+    if (
+        buffer is None
+        or buffer.shape[0] < rows
+        or buffer.shape[1:] != array.shape[1:]
+        or buffer.dtype != array.dtype
+        or buffer.ctypes.data != array.ctypes.data
+        or buffer.strides != array.strides
+    ):
+        buffer = np.empty((max(rows, present + present // 2), *array.shape[1:]), dtype=array.dtype)
+        buffer[:present] = array
+    grown = buffer[:rows]
+    grown[present:] = fill
+    return grown
 
 
 def _json(value: Any) -> str:

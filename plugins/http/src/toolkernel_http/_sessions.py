@@ -894,6 +894,7 @@ class SessionTable:
                         logger.info("session %s unused: closed", session.id)
                         self._terminate(session)
             if self.idle_timeout is not None:
+                due: list[str] = []
                 for session in list(self.sessions.values()):
                     if session.in_flight == 0 and now - session.idle_since > self.idle_timeout:
                         logger.info("session %s idle timeout", session.id)
@@ -901,7 +902,16 @@ class SessionTable:
                     elif self.replicas is not None and session.touched.due(self.idle_timeout):
                         # A long GET stream is use too: keep the session alive for other replicas.
                         session.touched = TouchClock()
-                        self.replicas.spawn(self.replicas.state.sessions.touch(session.id, self.idle_timeout))
+                        due.append(session.id)
+                if due and self.replicas is not None:
+                    self.replicas.spawn(_touch_all(self.replicas, due, self.idle_timeout))
+
+
+async def _touch_all(replicas: Replicas, session_ids: list[str], ttl_s: float | None) -> None:
+    """Restart the registry entries' time to live one after another: sessions opened together come
+    due together, and a burst of one store call per session would crowd out the requests' own."""
+    for session_id in session_ids:
+        await replicas.state.sessions.touch(session_id, ttl_s)
 
 
 async def _put_quietly(session: Session, item: SessionMessage) -> None:

@@ -7,7 +7,8 @@ a ``path`` the shards live in a temporary directory removed by :meth:`QdrantEdge
 Shard calls are blocking native code (which releases the GIL), so they run in worker threads:
 searches and counts in a few warm threads of the store's own (:class:`toolkernel.threads.WorkerThreads`,
 a cheaper hand-off than ``anyio.to_thread``), writes in anyio's threads, serialized per index
-by a lock while searches run concurrently. Points sit in an appendable segment
+by a lock while searches run concurrently; after each write the shard's file pages leave the
+process's resident set (:mod:`toolkernel_qdrant.residency`). Points sit in an appendable segment
 that is searched exactly until the shard is optimized (which builds the HNSW index); see
 ``docs/plugins/qdrant.md`` for the measured trade-off.
 """
@@ -31,6 +32,7 @@ from toolkernel.threads import WorkerThreads
 from toolkernel.vectors import Metric, VectorStoreError
 from toolkernel_qdrant._base import Hit, IndexSpec, QdrantStoreBase
 from toolkernel_qdrant._translate import QdrantFilter
+from toolkernel_qdrant.residency import release_file_pages
 from toolkernel_qdrant.settings import QdrantSettings
 
 _DISTANCE: dict[Metric, qe.Distance] = {
@@ -151,8 +153,18 @@ class QdrantEdgeStore(QdrantStoreBase):
         operation = qe.UpdateOperation.upsert_points(
             [qe.Point(pid, vec, payload) for pid, vec, payload in points]
         )
+        await self._write(collection, opened, operation)
+
+    async def _write(self, collection: str, opened: _Shard, operation: qe.UpdateOperation) -> None:
+        """Apply one update, then drop the file pages it touched from this process's resident set
+        (:mod:`toolkernel_qdrant.residency`): a writer's memory stays flat in the shard's size."""
+
+        def update() -> None:
+            opened.shard.update(operation)
+            release_file_pages(self._dir(collection))
+
         async with opened.write_lock:
-            await anyio.to_thread.run_sync(opened.shard.update, operation)
+            await anyio.to_thread.run_sync(update)
 
     async def _query(
         self,
@@ -192,8 +204,7 @@ class QdrantEdgeStore(QdrantStoreBase):
             if point_ids is not None:
                 qfilter = {"must": [{"has_id": point_ids}, qfilter]}
             operation = qe.UpdateOperation.delete_points_by_filter(_edge_filter(qfilter) or qe.Filter())
-        async with opened.write_lock:
-            await anyio.to_thread.run_sync(opened.shard.update, operation)
+        await self._write(collection, opened, operation)
 
     async def _count(self, collection: str, qfilter: QdrantFilter | None) -> int:
         opened = await self._shard(collection)

@@ -494,6 +494,57 @@ class Catalog:
             for r in rows:
                 yield r[1], r[2], json.loads(r[3])
 
+    def chunk_terms(self, page: int = 2000) -> Iterator[tuple[int, str, str, str]]:
+        """``(rowid, chunk id, terms, metadata as stored JSON)`` of every chunk in rowid order,
+        read ``page`` rows at a time (the order :meth:`all_terms` gives)."""
+        last = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT rowid, id, terms, metadata FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    (last, page),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield from rows
+
+    _FIRST_CHUNKS = "SELECT document_id, min(rowid) AS first FROM chunks GROUP BY document_id"
+
+    def documents_by_first_chunk(self, page: int = 2000) -> Iterator[tuple[str, str | None, str | None]]:
+        """``(document id, state, terms)`` of every document that has chunks, in the order of its
+        first chunk's rowid (``state`` and ``terms`` are ``None`` for chunks without a document row)."""
+        column = "d.terms" if self._document_terms else "NULL"
+        yield from self._paged(
+            f"SELECT f.document_id, d.state, {column} FROM ({self._FIRST_CHUNKS}) f "
+            "LEFT JOIN documents d ON d.id = f.document_id ORDER BY f.first",
+            page,
+        )
+
+    def chunk_rowids_by_document(self, page: int = 2000) -> Iterator[tuple[str, int]]:
+        """``(document id, chunk rowid)`` of every chunk, documents in the order of their first
+        chunk's rowid, each document's chunks in rowid order."""
+        yield from self._paged(
+            f"SELECT c.document_id, c.rowid FROM chunks c JOIN ({self._FIRST_CHUNKS}) f "
+            "USING (document_id) ORDER BY f.first, c.rowid",
+            page,
+        )
+
+    def _paged(self, query: str, page: int) -> Iterator[Any]:
+        """Rows of one query in one read transaction, fetched ``page`` at a time (SQLite sorts on
+        disk past its cache, so a large catalog is never held in memory)."""
+        with self._lock:
+            cursor = self._db.execute(query)
+        try:
+            while True:
+                with self._lock:
+                    rows = cursor.fetchmany(page)
+                if not rows:
+                    return
+                yield from rows
+        finally:
+            cursor.close()
+
     def document_texts(self, document_ids: Sequence[str], max_chars: int) -> dict[str, str]:
         """``document id -> text`` of those documents whose text is at most ``max_chars`` long."""
         with self._lock:

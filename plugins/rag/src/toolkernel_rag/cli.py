@@ -54,6 +54,9 @@ def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
     ingest.add_argument(
         "--gpus-per-actor", type=float, help="--engine ray: GPUs each embedding actor is scheduled with (0)"
     )
+    ingest.add_argument(
+        "--writers", type=int, help="--engine ray, PostgreSQL home: writer actors committing side by side (1)"
+    )
     for name in kernel.kb_extensions:
         ingest.add_argument(
             f"--no-{name}",
@@ -286,7 +289,7 @@ def _ray_options(args: argparse.Namespace) -> Any:
     return options
 
 
-RAY_OPTIONS = ("address", "actors", "batch_size", "gpus_per_actor")
+RAY_OPTIONS = ("address", "actors", "batch_size", "gpus_per_actor", "writers")
 
 
 async def _ingest_on_ray(kb: Any, args: argparse.Namespace, options: Any, display: Any) -> Any:

@@ -92,7 +92,8 @@ async def ingest(
     Documents are chunked, embedded and written about ``batch_chunks`` chunks at a time, and
     never more than 1/32 of ``memory_mb`` (default ``[plugins.rag] ingest_memory_mb``) of
     document text at a time; nothing else the run holds grows with the corpus but the
-    catalog's list of a source's ids and hashes, and the BM25 index rebuilt at the end.
+    catalog's list of a source's ids and hashes and what extensions keep (GraphRAG's graph):
+    the BM25 index is written from the catalog page by page at the end.
 
     ``kb`` must be open writable (it holds the writer lock).
     """

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 _STATE = "state.json"
+_HEADER = "generation.json"
+"""``state.json``'s generation and spec alone, so a writer learns that the saved index is stale
+without reading the chunk table."""
 _FORMAT = 2
 """Bumped when what the saved index holds changes (2: documents scored on their own terms)."""
 
@@ -81,11 +84,9 @@ class SparseIndex:
         self.writable = writable
         self.analyzer = Analyzer(spec.language)
         self._loaded = SparseState(-1, [], [], [])
-
-    @property
-    def generation(self) -> int:
-        """The catalog generation the index in use was built from (-1 before the first refresh)."""
-        return self._loaded.generation
+        self._written = -1
+        """The generation the writer saved last (its index is loaded on the first search)."""
+        self._catalog: Catalog | None = None
 
     def terms(self, text: str) -> str:
         """The terms of ``text`` as the catalog stores them (space-separated)."""
@@ -96,14 +97,57 @@ class SparseIndex:
         return {"format": _FORMAT, **self.spec.model_dump()}
 
     def refresh(self, catalog: Catalog) -> None:
-        """Load the saved index, or rebuild it from the catalog when the catalog has moved on."""
+        """Bring the index up to the catalog's generation.
+
+        A reader loads the saved index, or builds one in memory. The writer makes sure the saved
+        index is the generation's — writing it from the catalog in bounded memory
+        (:mod:`toolkernel_rag.sparse_files`) when it is not — and loads it only when it searches.
+        """
         generation = catalog.generation()
-        if generation != self._loaded.generation:
+        if generation == self._loaded.generation:
+            return
+        if not self.writable:
             self.install(self.prepare(catalog, generation))
+        elif generation != self._written:
+            loaded = self._load(generation)  # a run that changed nothing finds it saved
+            if loaded is None:
+                self._write(catalog, generation)
+            else:
+                self._written = generation
+                self.install(loaded)
+        self._catalog = catalog
 
     def rebuild(self, catalog: Catalog) -> None:
         """Build from the catalog whatever is saved (``kb repair``), and use it."""
-        self.install(self._build(catalog, catalog.generation()))
+        if self.writable:
+            self._write(catalog, catalog.generation())
+        else:
+            self.install(self._build(catalog, catalog.generation()))
+        self._catalog = catalog
+
+    def _write(self, catalog: Catalog, generation: int) -> None:
+        """Save the index of ``generation`` from the catalog (the writer); it is loaded on first search."""
+        from toolkernel_rag.sparse_files import write_sparse_files
+
+        def write(staging: Path) -> None:
+            header = self._header(generation)
+            write_sparse_files(staging, catalog, self.spec, header, self.terms)
+            (staging / _HEADER).write_text(json.dumps(header), encoding="utf-8")
+
+        self._swap_in(write)
+        self._written = generation
+        self._loaded = SparseState(-1, [], [], [])
+
+    def _in_use(self) -> SparseState:
+        """The index a search without a view uses: the writer loads what it saved, once."""
+        if self._written != self._loaded.generation and self._written >= 0:
+            loaded = self._load(self._written)
+            if loaded is None and self._catalog is not None:  # damaged since it was written
+                self._write(self._catalog, self._written)
+                loaded = self._load(self._written)
+            if loaded is not None:
+                self._loaded = loaded
+        return self._loaded
 
     def install(self, loaded: SparseState) -> None:
         """Swap in an index :meth:`prepare` made (searches already running keep the one they read)."""
@@ -111,7 +155,7 @@ class SparseIndex:
 
     def prepare(self, catalog: Catalog, generation: int) -> SparseState:
         """The index of ``generation``: the saved one when it is that generation's and loads, else
-        rebuilt from the catalog's terms (and saved, when this index is the writer's)."""
+        built in memory from the catalog's terms."""
         return self._load(generation) or self._build(catalog, generation)
 
     def status(self, generation: int) -> str:
@@ -134,6 +178,9 @@ class SparseIndex:
         import bm25s  # type: ignore[import-untyped]
 
         try:
+            header = self.directory / _HEADER
+            if header.is_file() and json.loads(header.read_text("utf-8")) != self._header(generation):
+                return None
             state = json.loads((self.directory / _STATE).read_text(encoding="utf-8"))
             if state.get("generation") != generation or state.get("spec") != self._spec_state():
                 return None
@@ -177,27 +224,22 @@ class SparseIndex:
             document_retriever = bm25s.BM25(k1=self.spec.k1, b=self.spec.b, method="lucene")
             document_terms = self._document_terms(catalog, list(by_document))
             document_retriever.index(document_terms.as_corpus(), show_progress=False)
-        loaded = SparseState(generation, ids, metadata, documents, retriever, document_retriever)
-        if self.writable:
-            self._save(loaded)
-        return loaded
+        return SparseState(generation, ids, metadata, documents, retriever, document_retriever)
 
-    def _save(self, loaded: SparseState) -> None:
-        """Write to a private staging directory, then swap it in: a crash leaves a complete index or
-        none, and a reader that catches the swap midway fails to load and builds in memory."""
+    def _header(self, generation: int) -> dict[str, Any]:
+        """What ``state.json`` holds besides the chunk table."""
+        return {"generation": generation, "spec": self._spec_state()}
+
+    def _swap_in(self, write: Callable[[Path], None]) -> None:
+        """Let ``write`` fill a private staging directory, then swap it in: a crash leaves a complete
+        index or none, and a reader that catches the swap midway fails to load and builds in memory."""
         parent = self.directory.parent
         staging = Path(tempfile.mkdtemp(prefix=f".{self.directory.name}-new-", dir=parent))
-        if loaded.chunk_retriever is not None and loaded.document_retriever is not None:
-            loaded.chunk_retriever.save(str(staging / "bm25"), show_progress=False)
-            loaded.document_retriever.save(str(staging / "bm25-documents"), show_progress=False)
-        state = {
-            "generation": loaded.generation,
-            "spec": self._spec_state(),
-            "ids": loaded.ids,
-            "metadata": loaded.metadata,
-            "documents": loaded.documents,
-        }
-        (staging / _STATE).write_text(json.dumps(state), encoding="utf-8")
+        try:
+            write(staging)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         old = parent / f".{self.directory.name}-old-{staging.name.rsplit('-', 1)[-1]}"
         if self.directory.exists():
             self.directory.rename(old)
@@ -210,16 +252,12 @@ class SparseIndex:
         """Each document's terms, analysed from its text where an older catalog kept none."""
         stored = catalog.document_terms()
         out = TermIds()
-        analysed: list[tuple[str, str]] = []
         for document_id in document_ids:
             terms = stored.pop(document_id, None)
             if terms is None:
                 found = catalog.document(document_id)
                 terms = self.terms(found[1]) if found is not None else ""
-                analysed.append((document_id, terms))
             out.add(terms)
-        if analysed and self.writable:
-            catalog.set_document_terms(analysed)
         return out
 
     def search(
@@ -236,7 +274,7 @@ class SparseIndex:
         document is the one whose own BM25 score is highest. The score is the document's.
         ``loaded`` searches that index (a reader's view) instead of the one in use.
         """
-        loaded = loaded if loaded is not None else self._loaded
+        loaded = loaded if loaded is not None else self._in_use()
         if loaded.chunk_retriever is None or loaded.document_retriever is None:
             return []
         vocab = loaded.document_retriever.vocab_dict

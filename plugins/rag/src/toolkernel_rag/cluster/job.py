@@ -87,7 +87,7 @@ class RayOptions:
         if self.gpus_per_actor < 0:
             raise KBError(f"--gpus-per-actor must be 0 or more, got {self.gpus_per_actor}")
         if self.writers < 1:
-            raise KBError(f"writers must be at least 1, got {self.writers}")
+            raise KBError(f"--writers must be at least 1, got {self.writers}")
 
 
 async def ingest_on_ray(
@@ -104,6 +104,11 @@ async def ingest_on_ray(
     """
     options.check()
     kb.require_writable("ingest")
+    if options.writers > 1 and not kb.vectors_in_catalog:
+        raise KBError(
+            f"--writers {options.writers}: only a PostgreSQL home has writer actors; "
+            "an embedded knowledge base is written by the driver, which holds its writer lock"
+        )
     session.check_resources(options)
     report = IngestReport(memory_mb=rag_settings(kb.kernel).ingest_memory_mb)
     started = time.perf_counter()

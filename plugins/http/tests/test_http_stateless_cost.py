@@ -1,8 +1,11 @@
-"""The front door of a stateless app answers every request exactly as the middleware stack does."""
+"""What makes a stateless call cheap keeps what it answers: the front door answers every request as
+the middleware stack does, no request leaves garbage cycles, and serving declares its event loop."""
 
 from __future__ import annotations
 
+import gc
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -10,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
+import sniffio
 from starlette.types import Message, Receive, Scope, Send
 
-from toolkernel import ToolContext
+import toolkernel_http.plugin
+from toolkernel import Kernel, MCPServer, ToolContext
+from toolkernel.transports import ServeOptions
 from toolkernel_http import asgi_app
 from toolkernel_http._front import FrontDoor
 
@@ -278,3 +285,43 @@ def test_a_stateless_request_leaves_no_garbage_cycles(json_response: bool) -> No
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+@pytest.mark.anyio
+async def test_serving_declares_its_event_loop_and_freezes_what_start_up_built() -> None:
+    """While ``toolkernel serve`` runs the HTTP transport, sniffio knows the loop's library without
+    looking up the current task (anyio asks it several times a request), and the objects start-up
+    built are frozen out of later collections; the declaration is undone when serving stops."""
+    kernel = Kernel(load_entry_points=False, plugins=[toolkernel_http.plugin])
+    server = MCPServer("declared", "1.0.0", kernel=kernel)
+
+    @server.tool
+    async def library() -> str:
+        """The async library sniffio was told runs this thread's loop."""
+        return str(sniffio.thread_local.name)
+
+    before = sniffio.thread_local.name
+    gc.unfreeze()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    extra = {"stateless": True, "json_response": True}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kernel.serve, server, "http", ServeOptions(port=port, extra=extra))
+        async with httpx.AsyncClient(timeout=10) as client:
+            with anyio.fail_after(30):
+                while True:
+                    try:
+                        answer = await client.post(
+                            f"http://127.0.0.1:{port}/mcp",
+                            content=_call("library", {}),
+                            headers={k.decode(): v.decode() for k, v in JSON_HEADERS[1:]},
+                        )
+                        break
+                    except httpx.ConnectError:
+                        await anyio.sleep(0.05)
+        frozen = gc.get_freeze_count()
+        tg.cancel_scope.cancel()
+    assert answer.json()["result"]["content"][0]["text"] == "asyncio"
+    assert frozen > 0
+    assert sniffio.thread_local.name == before
