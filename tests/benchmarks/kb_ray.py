@@ -2,7 +2,7 @@
 
 Run from the repository root (a script, not a test)::
 
-    .venv/bin/python tests/benchmarks/kb_ray.py [--documents 600] [--embedder local/minilm-l6-int8]
+    .venv/bin/python tests/benchmarks/kb_ray.py [--documents 500] [--embedder local/minilm-l6-int8]
 
 The first ``--documents`` SciFact abstracts (a ``.jsonl`` corpus, as ``kb ingest`` reads
 BEIR's) go into a fresh embedded knowledge base four ways, one after another:
@@ -162,7 +162,7 @@ def model(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--documents", type=int, default=600)
+    parser.add_argument("--documents", type=int, default=500)
     parser.add_argument("--embedder", default="local/minilm-l6-int8")
     parser.add_argument("--out", type=Path, default=beir.RESULTS / "kb_ray.json")
     args = parser.parse_args()
