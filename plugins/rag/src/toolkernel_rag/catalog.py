@@ -481,18 +481,8 @@ class Catalog:
 
         Read ``page`` rows at a time, so a large catalog is never held in memory at once.
         """
-        last = 0
-        while True:
-            with self._lock:
-                rows = self._db.execute(
-                    "SELECT rowid, id, terms, metadata FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                    (last, page),
-                ).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            for r in rows:
-                yield r[1], r[2], json.loads(r[3])
+        for _, chunk_id, terms, metadata in self.chunk_terms(page):
+            yield chunk_id, terms, json.loads(metadata)
 
     def chunk_terms(self, page: int = 2000) -> Iterator[tuple[int, str, str, str]]:
         """``(rowid, chunk id, terms, metadata as stored JSON)`` of every chunk in rowid order,
