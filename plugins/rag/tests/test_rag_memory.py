@@ -176,3 +176,26 @@ def test_the_writers_bm25_files_written_page_by_page_equal_an_in_memory_bm25s_bu
                 assert kb.sparse.search(query, 10) == in_memory.search(query, 10, loaded=loaded)
 
     anyio.run(run)
+
+
+BIG_PARENT = (
+    "import subprocess, sys; held = bytearray(1200 << 20); held[::4096] = b'x' * len(held[::4096]); "
+    "done = subprocess.run(sys.argv[1:], preexec_fn=lambda: None, capture_output=True, text=True); "
+    "sys.stdout.write(done.stdout); sys.stderr.write(done.stderr); sys.exit(done.returncode)"
+)
+"""Holds 1.2 GB resident, then starts a command by ``fork`` and ``exec`` (``preexec_fn`` forces a fork)."""
+
+
+def test_an_ingest_started_by_a_large_parent_reports_its_own_peak(tmp_path: Path) -> None:
+    # getrusage's ru_maxrss survives exec: a 1.2 GB parent (a test runner, a notebook) made a small
+    # ingest report a 1.2 GB peak and warn that it went over ingest_memory_mb.
+    command = [TOOLKERNEL, "kb", "ingest", str(notes(tmp_path / "n", 20)), "--kb", str(tmp_path / "kb")]
+    done = subprocess.run(
+        [sys.executable, "-c", BIG_PARENT, *command, "--embedder", EMBEDDER, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert float(json.loads(done.stdout)["peak_rss_mb"]) < 600

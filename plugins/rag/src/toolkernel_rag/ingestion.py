@@ -177,7 +177,18 @@ async def finish_run(kb: KnowledgeBase, report: IngestReport, started: float, sp
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident set size so far, in MiB (``getrusage``)."""
+    """This process's peak resident set size so far, in MiB.
+
+    ``VmHWM`` where Linux offers it: ``getrusage``'s ``ru_maxrss`` survives ``exec``, so a process
+    started by a large parent would report the parent's size.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
