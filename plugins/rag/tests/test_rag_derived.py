@@ -59,7 +59,7 @@ async def _dense_top(kb_dir: Path, writable: bool) -> str:
 
 
 def _truncate_bm25(kb_dir: Path) -> Path:
-    [victim] = [p for p in (kb_dir / "sparse" / "bm25").iterdir() if p.name.startswith("data")]
+    [victim] = (kb_dir / "sparse").glob("segment-*/postings.npz")
     victim.write_bytes(victim.read_bytes()[:40])
     return victim
 

@@ -15,6 +15,13 @@ never duplicates. Documents and chunks keep their BM25 terms and chunks their te
 and vector (float32), from which the sparse index is rebuilt and extensions are caught up
 without re-embedding.
 
+What changed since a generation can be read without reading everything (:meth:`Catalog.changes`):
+chunk rowids only grow (a chunk is never given a rowid any chunk had before), so the chunks
+added since are those above the highest rowid seen then, and every removed chunk leaves a
+tombstone (``removed_chunks``: its rowid and the generation that removed it). ``log_from`` is
+the first generation from which that log is complete (a catalog upgraded from an older
+toolkernel-rag, or one whose ids were migrated in place, starts it anew).
+
 SQLite runs in WAL mode with ``synchronous=NORMAL``: a committed transaction survives a
 killed process.
 """
@@ -37,6 +44,7 @@ import numpy as np
 
 from toolkernel.knowledge import ChunkRecord
 from toolkernel_rag.layout import KBError
+from toolkernel_rag.segments import ChunkRow
 
 EXTENSIONS_DIR = "extensions"
 """Beside the catalog: each extension's directory (:data:`toolkernel_rag.layout.EXTENSIONS_DIR`)."""
@@ -77,6 +85,8 @@ CREATE TABLE IF NOT EXISTS extension_state (
 );
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sources (key TEXT PRIMARY KEY, location TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS removed_chunks (rowid INTEGER PRIMARY KEY, generation INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS removed_chunks_generation ON removed_chunks (generation);
 """
 
 QUALIFIED_IDS = "qualified"
@@ -104,6 +114,16 @@ class StoredChunk:
         return ChunkRecord(
             self.id, self.document_id, self.text, self.metadata, self.vector if include_vector else None
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What :meth:`Catalog.changes` found: the generation now, the highest chunk rowid now (chunks
+    above the one asked about are new), and the rowids at or below it removed since."""
+
+    generation: int
+    max_rowid: int
+    removed: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +197,8 @@ class Catalog:
                     self._db.execute("ALTER TABLE documents ADD COLUMN terms TEXT")
                     columns.add("terms")
                 self._document_terms = "terms" in columns
+                if writable and self._setting("log_from") is None:
+                    self._set_setting("log_from", str(self.generation()))
                 self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()
         except sqlite3.DatabaseError as exc:
             self._db.close()
@@ -222,12 +244,15 @@ class Catalog:
         for c in chunks:
             counts[c.document_id] += 1
         with self._lock, self._transaction():
+            first = self._next_rowids(len(chunks))
+            self._tombstone(document_ids)
             self._db.executemany("DELETE FROM chunks WHERE document_id = ?", [(d,) for d in document_ids])
             self._db.executemany(
-                "INSERT INTO chunks (id, document_id, seq, start, end, text, metadata, vector, terms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO chunks (rowid, id, document_id, seq, start, end, text, metadata, vector, terms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
+                        first + n,
                         c.id,
                         c.document_id,
                         c.seq,
@@ -238,7 +263,7 @@ class Catalog:
                         _blob(c.vector),
                         c.terms,
                     )
-                    for c in chunks
+                    for n, c in enumerate(chunks)
                 ],
             )
             self._db.executemany(
@@ -251,9 +276,27 @@ class Catalog:
         """Remove documents and their chunks (one transaction)."""
         with self._lock, self._transaction():
             params = [(d,) for d in document_ids]
+            self._tombstone(document_ids)
             self._db.executemany("DELETE FROM chunks WHERE document_id = ?", params)
             self._db.executemany("DELETE FROM documents WHERE id = ?", params)
             self._bump_generation()
+
+    def _next_rowids(self, n: int) -> int:
+        """The first of ``n`` chunk rowids above every rowid given before (read before any delete:
+        SQLite would hand a deleted highest rowid out again)."""
+        (highest,) = self._db.execute("SELECT COALESCE(max(rowid), 0) FROM chunks").fetchone()
+        first = max(int(highest), int(self._setting("chunk_rowid_high") or 0)) + 1
+        self._set_setting("chunk_rowid_high", str(first + n - 1))
+        return first
+
+    def _tombstone(self, document_ids: Sequence[str]) -> None:
+        """Record the chunks of ``document_ids`` as removed by the generation being committed."""
+        generation = self.generation() + 1
+        self._db.executemany(
+            "INSERT OR REPLACE INTO removed_chunks (rowid, generation) "
+            "SELECT rowid, ? FROM chunks WHERE document_id = ?",
+            [(generation, d) for d in document_ids],
+        )
 
     def chunk_ids(self, document_id: str) -> list[str]:
         with self._lock:
@@ -411,6 +454,7 @@ class Catalog:
             self._set_setting("document_ids", QUALIFIED_IDS)
             self._set_setting("store_stale", "1")
             self._bump_generation()
+            self._set_setting("log_from", str(self.generation()))  # chunks changed in place
 
     def store_stale(self) -> bool:
         """Whether the vector store must be rebuilt from the catalog (an id migration did not finish)."""
@@ -476,64 +520,75 @@ class Catalog:
                 )
         return out
 
-    def all_terms(self, page: int = 5000) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """``(chunk id, terms, metadata)`` of every chunk, in a stable order (for the sparse index).
-
-        Read ``page`` rows at a time, so a large catalog is never held in memory at once.
-        """
-        for _, chunk_id, terms, metadata in self.chunk_terms(page):
-            yield chunk_id, terms, json.loads(metadata)
-
-    def chunk_terms(self, page: int = 2000) -> Iterator[tuple[int, str, str, str]]:
-        """``(rowid, chunk id, terms, metadata as stored JSON)`` of every chunk in rowid order,
-        read ``page`` rows at a time (the order :meth:`all_terms` gives)."""
-        last = 0
+    def chunk_rows(self, after: int = 0, page: int = 2000) -> Iterator[ChunkRow]:
+        """Every chunk above rowid ``after`` in rowid order, as the sparse index is built from it,
+        read ``page`` rows at a time."""
+        last = after
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    "SELECT rowid, id, terms, metadata FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                    "SELECT rowid, id, document_id, terms, metadata FROM chunks "
+                    "WHERE rowid > ? ORDER BY rowid LIMIT ?",
                     (last, page),
                 ).fetchall()
             if not rows:
                 return
             last = rows[-1][0]
-            yield from rows
+            for r in rows:
+                yield ChunkRow(r[0], r[1], r[2], r[3], r[4])
 
-    _FIRST_CHUNKS = "SELECT document_id, min(rowid) AS first FROM chunks GROUP BY document_id"
-
-    def documents_by_first_chunk(self, page: int = 2000) -> Iterator[tuple[str, str | None, str | None]]:
-        """``(document id, state, terms)`` of every document that has chunks, in the order of its
-        first chunk's rowid (``state`` and ``terms`` are ``None`` for chunks without a document row)."""
-        column = "d.terms" if self._document_terms else "NULL"
-        yield from self._paged(
-            f"SELECT f.document_id, d.state, {column} FROM ({self._FIRST_CHUNKS}) f "
-            "LEFT JOIN documents d ON d.id = f.document_id ORDER BY f.first",
-            page,
-        )
-
-    def chunk_rowids_by_document(self, page: int = 2000) -> Iterator[tuple[str, int]]:
-        """``(document id, chunk rowid)`` of every chunk, documents in the order of their first
-        chunk's rowid, each document's chunks in rowid order."""
-        yield from self._paged(
-            f"SELECT c.document_id, c.rowid FROM chunks c JOIN ({self._FIRST_CHUNKS}) f "
-            "USING (document_id) ORDER BY f.first, c.rowid",
-            page,
-        )
-
-    def _paged(self, query: str, page: int) -> Iterator[Any]:
-        """Rows of one query in one read transaction, fetched ``page`` at a time (SQLite sorts on
-        disk past its cache, so a large catalog is never held in memory)."""
+    def terms_of(self, document_ids: Sequence[str]) -> dict[str, str | None]:
+        """``document id -> terms`` of those done documents (``None`` where an older catalog kept none)."""
+        column = "terms" if self._document_terms else "NULL"
         with self._lock:
-            cursor = self._db.execute(query)
-        try:
-            while True:
-                with self._lock:
-                    rows = cursor.fetchmany(page)
-                if not rows:
-                    return
-                yield from rows
-        finally:
-            cursor.close()
+            rows = self._db.execute(
+                f"SELECT id, {column} FROM documents WHERE state = 'done' "
+                "AND id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(document_ids)),),
+            ).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def changes(self, generation: int, max_rowid: int) -> Changes | None:
+        """What changed since ``generation``, whose chunks reached rowid ``max_rowid``; ``None`` when
+        the log does not reach that far back (read everything). Call inside :meth:`reading`."""
+        log_from = self._setting("log_from")
+        if log_from is None or generation < int(log_from) or generation < 0:
+            return None
+        with self._lock:
+            try:
+                removed = [
+                    r[0]
+                    for r in self._db.execute(
+                        "SELECT rowid FROM removed_chunks WHERE generation > ? AND rowid <= ? ORDER BY rowid",
+                        (generation, max_rowid),
+                    )
+                ]
+            except sqlite3.OperationalError:  # a catalog no writer of this version has opened yet
+                return None
+            (highest,) = self._db.execute("SELECT COALESCE(max(rowid), 0) FROM chunks").fetchone()
+        return Changes(self.generation(), max(max_rowid, int(highest)), removed)
+
+    def max_rowid(self) -> int:
+        """The highest chunk rowid now (0 without chunks)."""
+        with self._lock:
+            (highest,) = self._db.execute("SELECT COALESCE(max(rowid), 0) FROM chunks").fetchone()
+        return int(highest)
+
+    def vectors_above(self, after: int) -> tuple[list[int], list[str], list[dict[str, Any]], bytes]:
+        """``(rowids, chunk ids, metadata, float32 vectors concatenated)`` of the chunks with a vector
+        above rowid ``after``, by rowid."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, id, metadata, vector FROM chunks WHERE vector IS NOT NULL AND rowid > ? "
+                "ORDER BY rowid",
+                (after,),
+            ).fetchall()
+        return (
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            [json.loads(r[2]) for r in rows],
+            b"".join(r[3] for r in rows),
+        )
 
     def document_texts(self, document_ids: Sequence[str], max_chars: int) -> dict[str, str]:
         """``document id -> text`` of those documents whose text is at most ``max_chars`` long."""
@@ -543,13 +598,6 @@ class Catalog:
                 "WHERE length(text) <= ? AND id IN (SELECT value FROM json_each(?))",
                 (max_chars, json.dumps(list(document_ids))),
             ).fetchall()
-        return {r[0]: r[1] for r in rows}
-
-    def document_terms(self) -> dict[str, str | None]:
-        """``document id -> terms`` of every done document; ``None`` where an older catalog kept none."""
-        column = "terms" if self._document_terms else "NULL"
-        with self._lock:
-            rows = self._db.execute(f"SELECT id, {column} FROM documents WHERE state = 'done'").fetchall()
         return {r[0]: r[1] for r in rows}
 
     def set_document_terms(self, terms: Sequence[tuple[str, str]]) -> None:
@@ -660,14 +708,6 @@ class Catalog:
         """Tell readers that derived data (an extension's state) changed though the documents did not."""
         with self._lock, self._transaction():
             self._bump_generation()
-
-    def vectors(self) -> tuple[list[str], list[dict[str, Any]], bytes]:
-        """``(chunk ids, metadata, float32 vectors concatenated)`` of every chunk with a vector, by rowid."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, metadata, vector FROM chunks WHERE vector IS NOT NULL ORDER BY rowid"
-            ).fetchall()
-        return [r[0] for r in rows], [json.loads(r[1]) for r in rows], b"".join(r[2] for r in rows)
 
     def vector_count(self, *, done_only: bool = False) -> int:
         """Chunks that have a vector (what the vector store must hold), of done documents only if asked."""

@@ -1,11 +1,16 @@
-"""What a reader searches: one catalog generation's indexes, rebuilt off the request path and swapped.
+"""What a reader searches: one catalog generation's indexes, moved forward off the request path and swapped.
 
 A :class:`View` holds the BM25 index and (for an embedded store) the dense matrix of one
 catalog generation, both read in one SQLite read transaction, so they always agree. A
 :class:`Follower` thread polls the catalog's generation (one indexed read every
-:data:`POLL_SECONDS`), builds the next view when it moved, and swaps it in with one
+:data:`POLL_SECONDS`) and, when it moved, makes the next view from the current one and what
+changed (:meth:`~toolkernel_rag.catalog.Catalog.changes`): the new chunks become one more
+BM25 segment and rows appended to the dense matrix, removed chunks are masked. That costs
+the change, not the knowledge base: at 100,000 chunks a one-document ingest shows in well
+under a second. The first view is the writer's saved index brought forward the same way
+(built from the catalog only when nothing usable is saved). The view is swapped in with one
 assignment: a search takes the view once and uses it throughout, so it never mixes two
-generations, and never waits for a rebuild. Documents appear to readers only once the
+generations, and never waits for the next one. Documents appear to readers only once the
 writer has committed them whole (the catalog commits a document's chunks in one
 transaction), so a reader never sees a half-written document.
 """
@@ -19,7 +24,7 @@ from typing import TYPE_CHECKING
 from toolkernel._logging import get_logger
 from toolkernel_rag.catalog import Catalog
 from toolkernel_rag.dense import VectorMatrix
-from toolkernel_rag.sparse import SparseState
+from toolkernel_rag.segments import SparseState
 
 if TYPE_CHECKING:
     from toolkernel_rag.kb import KnowledgeBase
@@ -51,7 +56,7 @@ class Follower:
         self._catalog = Catalog(kb.embedded_catalog.path, writable=False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.view = View(-1, SparseState(-1, [], [], []), None)
+        self.view = View(-1, SparseState.empty(), None)
 
     def load_first(self) -> None:
         """Build the first view (before a server says it is ready)."""
@@ -78,13 +83,25 @@ class Follower:
                 self._stop.wait(MIN_REBUILD_SECONDS)
 
     def _build(self) -> View:
-        kb = self._kb
-        with self._catalog.reading():
-            generation = self._catalog.generation()
-            sparse = kb.embedded_sparse.prepare(self._catalog, generation)
-            dense = (
-                VectorMatrix.load(self._catalog, generation, kb.manifest.embedder.dimension)
-                if kb.embedded_store
-                else None
+        """The view of the catalog's generation: the current one moved forward, else a new one."""
+        kb, catalog, view = self._kb, self._catalog, self.view
+        with catalog.reading():
+            generation = catalog.generation()
+            changes = (
+                None
+                if view.generation < 0
+                else catalog.changes(view.sparse.generation, view.sparse.max_rowid)
             )
+            if changes is not None:
+                sparse = kb.embedded_sparse.forward(catalog, view.sparse, changes)
+                dense = None
+                if view.dense is not None:
+                    dense = view.dense.apply(catalog, generation, view.dense.max_rowid, changes.removed)
+            else:
+                sparse = kb.embedded_sparse.prepare(catalog)
+                dense = (
+                    VectorMatrix.load(catalog, generation, kb.manifest.embedder.dimension)
+                    if kb.embedded_store
+                    else None
+                )
         return View(generation, sparse, dense)
