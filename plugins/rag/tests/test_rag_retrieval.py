@@ -123,6 +123,7 @@ async def test_a_reranker_reads_short_documents_whole_and_long_ones_by_passage(t
 async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Path) -> None:
     import sqlite3
 
+    ids = ["corpus.jsonl/bees", "corpus.jsonl/ships"]
     from .conftest import make_kernel
 
     corpus = write_records(
@@ -146,12 +147,12 @@ async def test_a_catalog_from_before_document_terms_still_searches(tmp_path: Pat
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel()) as kb:
         [hit] = await kb.search("honey", top_k=1, mode="sparse")
         assert hit.chunk.document_id == "corpus.jsonl/bees"
-        assert kb.catalog.document_terms() == {"corpus.jsonl/bees": None, "corpus.jsonl/ships": None}
+        assert kb.embedded_catalog.terms_of(ids) == {"corpus.jsonl/bees": None, "corpus.jsonl/ships": None}
     # The writer migrates the catalog and keeps the terms.
     async with await KnowledgeBase.open(str(tmp_path / "kb"), kernel=make_kernel(), writable=True) as kb:
         [hit] = await kb.search("honey", top_k=1, mode="sparse")
         assert hit.chunk.document_id == "corpus.jsonl/bees"
-        assert kb.catalog.document_terms() == {
+        assert kb.embedded_catalog.terms_of(ids) == {
             "corpus.jsonl/bees": "bee bee make honey from nectar",
             "corpus.jsonl/ships": "ship lighthous guid ship night",
         }

@@ -196,6 +196,7 @@ class Catalog:
                     # A catalog written before documents kept their terms.
                     self._db.execute("ALTER TABLE documents ADD COLUMN terms TEXT")
                     columns.add("terms")
+                    self._set_setting("log_from", str(self.generation()))  # derived data is rebuilt
                 self._document_terms = "terms" in columns
                 if writable and self._setting("log_from") is None:
                     self._set_setting("log_from", str(self.generation()))
@@ -552,7 +553,7 @@ class Catalog:
         """What changed since ``generation``, whose chunks reached rowid ``max_rowid``; ``None`` when
         the log does not reach that far back (read everything). Call inside :meth:`reading`."""
         log_from = self._setting("log_from")
-        if log_from is None or generation < int(log_from) or generation < 0:
+        if log_from is None or not int(log_from) <= generation <= self.generation():
             return None
         with self._lock:
             try:

@@ -162,7 +162,8 @@ class SparseIndex:
         return moved
 
     def build(self, catalog: Catalog) -> SparseState:
-        """The whole index from the catalog, in memory (call inside :meth:`Catalog.reading`)."""
+        """The whole index from the catalog, in memory (a reader calls it inside
+        :meth:`Catalog.reading`; the writer keeps the terms it had to analyse)."""
         generation = catalog.generation()
         segment = build_segment(catalog.chunk_rows(), self._document_terms(catalog))
         rows = segment.rowids
@@ -231,8 +232,7 @@ class SparseIndex:
         saved = None if rebuild else self._manifest()
         changes = None if saved is None else catalog.changes(saved.generation, saved.max_rowid)
         if saved is None or changes is None or not saved.segments:
-            with catalog.reading():
-                state = self.build(catalog)
+            state = self.build(catalog)  # the writer's own catalog: nothing changes it meanwhile
             self._write(state.generation, state.max_rowid, [self._new_segment(state.segments[0])], [])
         elif changes.generation != saved.generation:
             segments, dead = list(saved.segments), sorted({*saved.dead, *changes.removed})
