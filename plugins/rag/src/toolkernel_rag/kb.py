@@ -375,8 +375,9 @@ class KnowledgeBase:
             raise
 
     async def _open_writer_parts(self, repair: bool) -> None:
-        from toolkernel_rag.repair import check_store, wipe_embedded_store
+        from toolkernel_rag.repair import check_store, take_store_files, wipe_embedded_store
 
+        damage = take_store_files(self)
         if repair:
             wipe_embedded_store(self.directory, self.manifest.store.options)
         store = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
@@ -384,7 +385,7 @@ class KnowledgeBase:
         if repair:
             await store.create_index(self.index, self.manifest.embedder.dimension, "cosine")
         else:
-            await check_store(self)
+            await check_store(self, damage)
         self._open_extensions()
 
     async def _open_reader(self) -> None:
@@ -451,6 +452,10 @@ class KnowledgeBase:
         if self._store is not None:
             await self._store.aclose()
             self._store = None
+            if self._lock is not None:  # the writer of an embedded knowledge base
+                from toolkernel_rag.repair import seal_store_files
+
+                seal_store_files(self)
         self.catalog.close()
         if self._lock is not None:
             self._lock.release()
