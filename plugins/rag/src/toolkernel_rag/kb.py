@@ -789,14 +789,15 @@ class KnowledgeBase:
 
     def _chunks_per_document(self) -> float:
         """Mean chunks per document, between 1 and :data:`MAX_CHUNK_OVERFETCH` (cached per catalog
-        state, which is looked at most once a second: in a database each look is a round trip)."""
+        state, which is looked at most once a second: in a database each look is a round trip,
+        and the totals come from its ``stats`` row, not a count over the chunks)."""
         now = time.monotonic()
         if now - self._overfetch_checked < 1.0:
             return self._overfetch[1]
         self._overfetch_checked = now
         generation = self.catalog.generation()
         if self._overfetch[0] != generation:
-            documents, _, chunks = self.catalog.counts()
+            documents, chunks = self.catalog.chunk_totals()
             ratio = chunks / documents if documents else 1.0
             self._overfetch = (generation, max(1.0, min(MAX_CHUNK_OVERFETCH, ratio)))
         return self._overfetch[1]
