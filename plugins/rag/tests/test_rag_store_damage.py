@@ -157,3 +157,23 @@ def test_a_damaged_edge_shard_file_is_found_and_rebuilt_from_the_catalog(
     assert "repaired" not in _kb("ingest", str(source), "--kb", str(kb_dir), "--quiet").stderr
     assert anyio.run(_writer_dense, kb_dir) == anyio.run(_writer_dense, clean_dir)
     assert anyio.run(stored_vectors, kb_dir) == chunks
+
+
+def test_kb_repair_discards_only_its_own_index_of_a_store_shared_by_path(tmp_path: Path) -> None:
+    """``--store-options '{"path": …}'`` may name one directory for several knowledge bases, each
+    its own index in it; ``kb repair`` of one removed the whole directory, the others' too."""
+    source = write_records(tmp_path / "corpus.jsonl", _records(6))
+    shared = tmp_path / "vectors"
+    options = json.dumps({"path": str(shared)})
+    for name in ("first", "second"):
+        done = _kb("ingest", str(source), "--kb", str(tmp_path / name), "--store-options", options, "--quiet")
+        assert done.returncode == 0, done.stderr
+    before = sorted(p.relative_to(shared) for p in (shared / "second").rglob("*"))
+
+    done = _kb("repair", "--kb", str(tmp_path / "first"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["repaired"]["vectors"] == 6
+    assert sorted(p.relative_to(shared) for p in (shared / "second").rglob("*")) == before
+    done = _kb("stats", "--kb", str(tmp_path / "second"))
+    assert json.loads(done.stdout)["derived"]["store_files"] == "present", done.stderr
+    assert "repaired" not in _kb("ingest", str(source), "--kb", str(tmp_path / "second"), "--quiet").stderr

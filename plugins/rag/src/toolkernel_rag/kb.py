@@ -379,7 +379,7 @@ class KnowledgeBase:
 
         damage = take_store_files(self)
         if repair:
-            wipe_embedded_store(self.directory, self.manifest.store.options)
+            wipe_embedded_store(self)
         store = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
         self._store = store
         if repair:

@@ -135,12 +135,12 @@ async def rebuild_store(kb: KnowledgeBase, *, drop: bool) -> int:
     return restored
 
 
-def wipe_embedded_store(directory: Path, options: dict[str, Any]) -> None:
-    """Delete an embedded store's files (``kb repair``: they are rebuilt from the catalog)."""
-    path = options.get("path")
-    if isinstance(path, str):
-        target = Path(path) if Path(path).is_absolute() else directory / path
-        shutil.rmtree(target, ignore_errors=True)
+def wipe_embedded_store(kb: KnowledgeBase) -> None:
+    """Delete the files of this knowledge base's index in an embedded store (``kb repair``: they
+    are rebuilt from the catalog); other indexes of a store directory shared by path stay."""
+    index_dir = embedded_index_dir(kb)
+    if index_dir is not None:
+        shutil.rmtree(index_dir, ignore_errors=True)
 
 
 async def repair(kb: KnowledgeBase) -> RepairReport:
