@@ -242,7 +242,7 @@ class _Replicas:
         env = {
             **os.environ,
             "TOOLKERNEL_HTTP_SHARED_STATE": redis_url,
-            "TOOLKERNEL_HTTP_MAX_SESSIONS_PER_CLIENT": "5000",  # every session comes from Caddy's address
+            "TOOLKERNEL_HTTP_MAX_SESSIONS_PER_CLIENT": "5000",  # every client process runs on 127.0.0.1
         }
         runner = ["-m", "toolkernel"]
         if profile:
