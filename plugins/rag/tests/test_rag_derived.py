@@ -59,7 +59,7 @@ async def _dense_top(kb_dir: Path, writable: bool) -> str:
 
 
 def _truncate_bm25(kb_dir: Path) -> Path:
-    [victim] = (kb_dir / "sparse").glob("segment-*/postings.npz")
+    [victim] = (kb_dir / "sparse").glob("segment-*/chunk_terms.bin")
     victim.write_bytes(victim.read_bytes()[:40])
     return victim
 

@@ -547,6 +547,42 @@ class Catalog:
             for r in rows:
                 yield ChunkRow(r[0], r[1], r[2], r[3], r[4])
 
+    _FIRST_CHUNKS = "SELECT document_id, min(rowid) AS first FROM chunks GROUP BY document_id"
+
+    def documents_by_first_chunk(self, page: int = 2000) -> Iterator[tuple[str, str | None, str | None]]:
+        """``(document id, state, terms)`` of every document that has chunks, in the order of its
+        first chunk's rowid (``state`` and ``terms`` are ``None`` for chunks without a document row)."""
+        column = "d.terms" if self._document_terms else "NULL"
+        yield from self._paged(
+            f"SELECT f.document_id, d.state, {column} FROM ({self._FIRST_CHUNKS}) f "
+            "LEFT JOIN documents d ON d.id = f.document_id ORDER BY f.first",
+            page,
+        )
+
+    def chunk_rowids_by_document(self, page: int = 2000) -> Iterator[tuple[str, int]]:
+        """``(document id, chunk rowid)`` of every chunk, documents in the order of their first
+        chunk's rowid, each document's chunks in rowid order."""
+        yield from self._paged(
+            f"SELECT c.document_id, c.rowid FROM chunks c JOIN ({self._FIRST_CHUNKS}) f "
+            "USING (document_id) ORDER BY f.first, c.rowid",
+            page,
+        )
+
+    def _paged(self, query: str, page: int) -> Iterator[Any]:
+        """Rows of one query in one read transaction, fetched ``page`` at a time (SQLite sorts on
+        disk past its cache, so a large catalog is never held in memory)."""
+        with self._lock:
+            cursor = self._db.execute(query)
+        try:
+            while True:
+                with self._lock:
+                    rows = cursor.fetchmany(page)
+                if not rows:
+                    return
+                yield from rows
+        finally:
+            cursor.close()
+
     def terms_of(self, document_ids: Sequence[str]) -> dict[str, str | None]:
         """``document id -> terms`` of those done documents (``None`` where an older catalog kept none)."""
         column = "terms" if self._document_terms else "NULL"

@@ -26,7 +26,6 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,9 +35,6 @@ Ints = npt.NDArray[np.int64]
 Int32s = npt.NDArray[np.int32]
 Bools = npt.NDArray[np.bool_]
 Floats = npt.NDArray[np.float64]
-
-POSTINGS_FILE = "postings.npz"
-TABLE_FILE = "table.json"
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,8 +125,8 @@ class Segment:
     rowids: Ints
     """Catalog rowids of the chunks, ascending."""
     ids: list[str]
-    metadata_json: list[str]
-    """Each chunk's metadata as the catalog stores it (JSON): a writer never parses it."""
+    metadata_raw: list[Any]
+    """Each chunk's metadata, as JSON text (read from the catalog: a writer never parses it) or parsed."""
     chunks: Postings
     documents: list[str]
     """Document ids, in the order of their first chunk."""
@@ -142,7 +138,7 @@ class Segment:
     @cached_property
     def metadata(self) -> list[dict[str, Any]]:
         """Each chunk's metadata, parsed once (a segment is shared by every later generation)."""
-        return [json.loads(m) for m in self.metadata_json]
+        return [json.loads(m) if isinstance(m, str) else m for m in self.metadata_raw]
 
     def check(self) -> None:
         """:raises ValueError: the parts do not fit together (a damaged file)."""
@@ -151,7 +147,7 @@ class Segment:
         n, d = len(self.rowids), len(self.documents)
         if (
             len(self.ids) != n
-            or len(self.metadata_json) != n
+            or len(self.metadata_raw) != n
             or self.chunks.size != n
             or self.document_terms.size != d
             or len(self.document_indptr) != d + 1
@@ -159,62 +155,6 @@ class Segment:
             or len(self.document_chunks) != n
         ):
             raise ValueError("segment parts do not fit together")
-
-    def save(self, directory: Path) -> None:
-        """Write the segment into ``directory`` (new; the caller swaps it in)."""
-        directory.mkdir(parents=True)
-        arrays: dict[str, Any] = {
-            "rowids": self.rowids,
-            "document_indptr": self.document_indptr,
-            "document_chunks": self.document_chunks,
-        }
-        for side, postings in (("chunk", self.chunks), ("doc", self.document_terms)):
-            arrays |= {
-                f"{side}_indptr": postings.indptr,
-                f"{side}_rows": postings.rows,
-                f"{side}_tf": postings.tf,
-                f"{side}_lengths": postings.lengths,
-            }
-        with (directory / POSTINGS_FILE).open("wb") as out:
-            np.savez(out, **arrays)
-        table = {
-            "ids": self.ids,
-            "metadata": self.metadata_json,
-            "documents": self.documents,
-            "chunk_terms": self.chunks.terms,
-            "document_terms": self.document_terms.terms,
-        }
-        with (directory / TABLE_FILE).open("w", encoding="utf-8") as out:
-            json.dump(table, out, ensure_ascii=False)
-
-    @classmethod
-    def load(cls, directory: Path) -> Segment:
-        """:raises Exception: any damage (missing, truncated, garbled, not fitting together)."""
-        with np.load(directory / POSTINGS_FILE, allow_pickle=False) as saved:
-            arrays = {name: saved[name] for name in saved.files}
-        table = json.loads((directory / TABLE_FILE).read_text(encoding="utf-8"))
-
-        def postings(side: str, terms: list[str]) -> Postings:
-            return Postings(
-                terms,
-                arrays[f"{side}_indptr"],
-                arrays[f"{side}_rows"],
-                arrays[f"{side}_tf"],
-                arrays[f"{side}_lengths"],
-            )
-
-        segment = cls(
-            arrays["rowids"],
-            table["ids"],
-            table["metadata"],
-            postings("chunk", table["chunk_terms"]),
-            table["documents"],
-            postings("doc", table["document_terms"]),
-            arrays["document_indptr"],
-            arrays["document_chunks"],
-        )
-        segment.check()
-        return segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +222,7 @@ def merge_segments(segments: Sequence[Segment], live: Sequence[Bools]) -> Segmen
     metadata = [
         m
         for s, k in zip(segments, keep_chunks, strict=True)
-        for m, keep in zip(s.metadata_json, k, strict=True)
+        for m, keep in zip(s.metadata_raw, k, strict=True)
         if keep
     ]
     documents = [
@@ -379,6 +319,7 @@ class _Side:
     lengths: Int32s
     count: int
     average: float
+    norms: dict[tuple[float, float], Floats] = field(default_factory=dict)
 
     @classmethod
     def of(cls, postings: list[Postings], live: Bools) -> _Side:
@@ -407,25 +348,32 @@ class _Side:
         return out
 
     def _term(self, term: str, k1: float, b: float) -> tuple[Ints, Floats] | None:
-        rows_parts: list[Ints] = []
+        rows_parts: list[npt.NDArray[np.integer[Any]]] = []
         tf_parts: list[Int32s] = []
         for postings, offset in zip(self.postings, self.offsets, strict=True):
             found = postings.of(term)
             if found is not None:
-                rows_parts.append(found[0].astype(np.int64) + offset)
+                rows_parts.append(found[0] + offset if offset else found[0])
                 tf_parts.append(found[1])
         if not rows_parts:
             return None
-        rows = np.concatenate(rows_parts)
-        tf = np.concatenate(tf_parts).astype(np.float64)
-        alive = self.live[rows]
-        rows, tf = rows[alive], tf[alive]
+        rows = rows_parts[0] if len(rows_parts) == 1 else np.concatenate(rows_parts)
+        tf = (tf_parts[0] if len(tf_parts) == 1 else np.concatenate(tf_parts)).astype(np.float64)
+        if self.count != len(self.live):  # tombstones
+            alive = self.live[rows]
+            rows, tf = rows[alive], tf[alive]
         df = len(rows)
         if not df:
             return None
         idf = math.log(1 + (self.count - df + 0.5) / (df + 0.5))
-        norm = k1 * (1 - b + b * self.lengths[rows] / self.average)
-        return rows, idf * tf / (tf + norm)
+        return rows.astype(np.int64), idf * tf / (tf + self._norms(k1, b)[rows])
+
+    def _norms(self, k1: float, b: float) -> Floats:
+        """Every row's ``k1 (1 - b + b len / avgdl)``, computed once per generation."""
+        key = (k1, b)
+        if key not in self.norms:
+            self.norms[key] = np.asarray(k1 * (1 - b + b * self.lengths / self.average), dtype=np.float64)
+        return self.norms[key]
 
 
 @dataclass(frozen=True, eq=False)

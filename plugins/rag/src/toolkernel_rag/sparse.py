@@ -33,6 +33,7 @@ import numpy as np
 
 from toolkernel.knowledge import ScoredChunk
 from toolkernel_rag.layout import SparseSpec
+from toolkernel_rag.segment_files import SEGMENT_FILE, load_segment, save_segment, write_catalog_segment
 from toolkernel_rag.segments import Segment, SparseState, build_segment
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ class SparseIndex:
             if manifest is None:
                 return None
             try:
-                segments = tuple(Segment.load(self.directory / s["name"]) for s in manifest.segments)
+                segments = tuple(load_segment(self.directory / s["name"]) for s in manifest.segments)
             except Exception:  # any damage (missing, truncated, garbled), or replaced meanwhile
                 if self._manifest() == manifest:
                     return None
@@ -232,8 +233,8 @@ class SparseIndex:
         saved = None if rebuild else self._manifest()
         changes = None if saved is None else catalog.changes(saved.generation, saved.max_rowid)
         if saved is None or changes is None or not saved.segments:
-            state = self.build(catalog)  # the writer's own catalog: nothing changes it meanwhile
-            self._write(state.generation, state.max_rowid, [self._new_segment(state.segments[0])], [])
+            # The writer's own catalog: nothing changes it meanwhile.
+            self._write(catalog.generation(), catalog.max_rowid(), [self._catalog_segment(catalog)], [])
         elif changes.generation != saved.generation:
             segments, dead = list(saved.segments), sorted({*saved.dead, *changes.removed})
             added = 0
@@ -256,13 +257,38 @@ class SparseIndex:
 
     def _new_segment(self, segment: Segment) -> dict[str, Any]:
         """Write ``segment`` under a new name; what ``index.json`` records of it."""
+        return self._staged(lambda staging: save_segment(segment, staging))
+
+    def _catalog_segment(self, catalog: Catalog) -> dict[str, Any]:
+        """Write every chunk of the catalog as one segment, a page of rows at a time."""
+        analysed: list[tuple[str, str]] = []
+
+        def analyse(document_id: str) -> str:
+            row = catalog.document(document_id)
+            terms = self.terms(row[1]) if row is not None else ""
+            if row is not None and row[0].state == "done":
+                analysed.append((document_id, terms))
+            return terms
+
+        entry = self._staged(lambda staging: write_catalog_segment(staging, catalog, analyse))
+        if analysed:  # an older catalog kept no document terms: keep them for next time
+            catalog.set_document_terms(analysed)
+        return entry
+
+    def _staged(self, write: Callable[[Path], object]) -> dict[str, Any]:
+        """Let ``write`` fill a new segment directory under a private name, then rename it in."""
         self.directory.mkdir(parents=True, exist_ok=True)
         name = f"segment-{uuid.uuid4().hex[:12]}"
         staging = self.directory / f".{name}"
-        segment.save(staging)
+        try:
+            write(staging)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         staging.rename(self.directory / name)
         files = {p.name: p.stat().st_size for p in (self.directory / name).iterdir()}
-        return {"name": name, "rows": len(segment.rowids), "bytes": files}
+        shapes = json.loads((self.directory / name / SEGMENT_FILE).read_text(encoding="utf-8"))["arrays"]
+        return {"name": name, "rows": int(shapes["rowids"][1]), "bytes": files}
 
     def _write(
         self, generation: int, max_rowid: int, segments: list[dict[str, Any]], dead: list[int]
