@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 def derived_state(kb: KnowledgeBase) -> dict[str, Any]:
     """``{"sparse_index": …, "store_files": …, "problems": [one line each]}``.
 
-    ``sparse_index``: ``current``, ``stale`` (readers build it in memory until the next
-    write saves it), ``missing`` or ``damaged``; ``store_files`` (an embedded store only):
+    ``sparse_index``: ``current``, ``stale`` (an older generation, which readers bring forward
+    with the catalog's changes, or an older format, which they build in memory; the next write
+    saves it), ``missing`` or ``damaged``; ``store_files`` (an embedded store only):
     ``present``, ``missing`` or ``damaged`` (unreadable, or a file changed since its writer
     closed it: :mod:`toolkernel_rag.store_seal`). A problem names the file and the command
     that repairs it.
