@@ -82,7 +82,7 @@ def encode_result(request_id: int | str, result: dict[str, Any]) -> bytes:
     :raises MCPError: as :func:`encode_message`, when ``result`` cannot be encoded.
     """
     try:
-        return to_json({"jsonrpc": "2.0", "id": request_id, "result": result})
+        return to_json({"jsonrpc": "2.0", "id": request_id, "result": result}, inf_nan_mode="null")
     except PydanticSerializationError:
         return encode_message(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
 
