@@ -33,7 +33,7 @@ from mcp.server.runner import ServerRunner
 from mcp.shared.exceptions import MCPError
 
 from toolkernel._handshake import HANDSHAKE_PROTOCOL_VERSIONS
-from toolkernel._serving import _allowed, auth_of_scope, connection_of
+from toolkernel._serving import _allowed, _call_result, auth_of_scope, connection_of
 from toolkernel._telemetry import tracing_enabled
 from toolkernel.auth import AuthInfo
 from toolkernel.context import ToolContext
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
     from toolkernel._serving import ProtocolServer, _Handlers
+    from toolkernel.middleware import ToolOutcome
 
 __all__ = [
     "Answer",
@@ -135,11 +136,13 @@ class DirectAnswers:
                 request=lambda: self._tracked(context()),
                 auth=auth,
             )
-            result = await handlers.run_tool(tool, dict(arguments), tctx)
-            plain = _plain_call_result(result)
+            outcome = await handlers.run_tool(tool, dict(arguments), tctx)
+            if isinstance(outcome, types.InputRequiredResult):
+                return shaper._serialize("tools/call", version, outcome)
+            plain = _plain_call_result(outcome)
             if plain is not None:
                 return plain
-            return shaper._serialize("tools/call", version, result)
+            return shaper._serialize("tools/call", version, _call_result(outcome))
 
         return answer
 
@@ -180,24 +183,19 @@ _ABSENT: Any = object()
 _TEXT_TYPE = types.TextContent
 
 
-def _plain_call_result(result: Any) -> dict[str, Any] | None:
-    """The wire dict of a ``tools/call`` result of plain text blocks, as the runner shapes it.
+def _plain_call_result(outcome: ToolOutcome) -> dict[str, Any] | None:
+    """The wire dict of a ``tools/call`` outcome of plain text blocks, as the runner shapes it.
 
-    The runner dumps the model, validates it against the era's result model and dumps that
-    again (a text block's ``text`` comes before its ``type``). For text blocks with no
+    The runner dumps the result model, validates it against the era's result model and dumps
+    that again (a text block's ``text`` comes before its ``type``). For text blocks with no
     annotations or ``_meta``, and no structured content or ``_meta`` on the result (whose
-    values the dumps may convert), that is this dict; ``None`` for any other result.
+    values the dumps may convert), that is this dict; ``None`` for any other outcome.
     """
-    if (
-        type(result) is not types.CallToolResult
-        or result.meta is not None
-        or result.structured_content is not None
-        or type(result.is_error) is not bool
-    ):
+    if outcome.structured is not None or outcome.meta or type(outcome.is_error) is not bool:
         return None
     blocks = []
-    for block in result.content:
+    for block in outcome.content:
         if type(block) is not _TEXT_TYPE or block.annotations is not None or block.meta is not None:
             return None
         blocks.append({"text": block.text, "type": "text"})
-    return {"content": blocks, "isError": result.is_error}
+    return {"content": blocks, "isError": outcome.is_error}

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from toolkernel._app import ServingAppImpl
     from toolkernel._direct import DirectAnswers
+    from toolkernel.middleware import ToolOutcome
     from toolkernel.prompts import Prompt
     from toolkernel.server import MCPServer
     from toolkernel.tools import Tool
@@ -227,14 +228,15 @@ class _Handlers:
             input_responses=params.input_responses,
             request_state=params.request_state,
         )
-        return await self.run_tool(tool, arguments, tctx)
+        outcome = await self.run_tool(tool, arguments, tctx)
+        return outcome if isinstance(outcome, types.InputRequiredResult) else _call_result(outcome)
 
     async def run_tool(
         self, tool: Tool, arguments: dict[str, Any], tctx: ToolContext
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """One call of ``tool`` inside its request, as ``tools/call`` answers it (not as a task)."""
+    ) -> ToolOutcome | types.InputRequiredResult:
+        """One call of ``tool`` inside its request (not as a task): its outcome, or the questions it asks."""
         try:
-            return _call_result(await self.app.caller.call(tool, arguments, tctx))
+            return await self.app.caller.call(tool, arguments, tctx)
         except InputRequired as asked:
             return _input_required(asked)
         except ProtocolError as exc:

@@ -105,21 +105,42 @@ def takes(scope: Scope, sse: bool) -> str | None:
     """
     if scope["method"] != "POST":
         return None
-    version: str | None = None
-    accepts = False
+    version: bytes | None = None
+    accept: bytes | None = None
     for key, value in scope["headers"]:
         if key == b"mcp-protocol-version":
-            version = value.decode("latin-1")
+            version = value
         elif key == b"mcp-session-id":
             return None
         elif key == b"accept":
-            accept = value.decode("latin-1").lower()
-            accepts = any(t in accept for t in ("application/json", "application/*", "*/*")) and (
-                not sse or any(t in accept for t in ("text/event-stream", "text/*", "*/*"))
-            )
-    if not accepts or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+            accept = value
+    return version_for(version, accept, sse)
+
+
+def version_for(version: bytes | None, accept: bytes | None, sse: bool) -> str | None:
+    """What :func:`takes` answers for the last ``MCP-Protocol-Version`` and ``Accept`` header values."""
+    if accept is None:
         return None
-    return version or DEFAULT_NEGOTIATED_VERSION
+    accepted = _ACCEPTED.get((accept, sse))
+    if accepted is None:
+        text = accept.decode("latin-1").lower()
+        accepted = any(t in text for t in ("application/json", "application/*", "*/*")) and (
+            not sse or any(t in text for t in ("text/event-stream", "text/*", "*/*"))
+        )
+        if len(_ACCEPTED) >= _MEMO_SIZE:
+            _ACCEPTED.clear()
+        _ACCEPTED[(accept, sse)] = accepted
+    if not accepted:
+        return None
+    if version is None:
+        return DEFAULT_NEGOTIATED_VERSION
+    return _VERSIONS.get(version)
+
+
+_ACCEPTED: dict[tuple[bytes, bool], bool] = {}
+"""``Accept`` values seen, and whether they admit the response (clients send the same few)."""
+_MEMO_SIZE = 256
+_VERSIONS = {v.encode("latin-1"): v for v in HANDSHAKE_PROTOCOL_VERSIONS}
 
 
 def parse(body: bytes) -> JSONRPCRequest | None:
