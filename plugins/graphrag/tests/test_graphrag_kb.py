@@ -76,7 +76,7 @@ async def test_ingestion_builds_the_graph_and_search_walks_it(tmp_path):
     ) as kb:
         await ingest(kb, [str(docs)])
         assert kb.modes == ["hybrid", "dense", "sparse", "graph", "mastra"]
-    assert (tmp_path / "kb" / "extensions" / "graph" / "graph.npz").exists()
+    assert list((tmp_path / "kb" / "extensions" / "graph" / "graph.segments").iterdir())
     found = await search(where, {"query": QUESTION, "mode": "graph"})
     assert found[:2] == ["kiss.md", "temple.md"]
     # Mastra's walk is seeded by the query: the same call ranks the same way.

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from toolkernel.knowledge import ChunkRecord
+from toolkernel_rag import segment_files
 from toolkernel_rag.layout import KBError
 
 EXTENSIONS_DIR = "extensions"
@@ -609,6 +610,21 @@ class Catalog:
             os.fsync(out.fileno())
         os.replace(tmp, path)
         return _file_version(path.stat())
+
+    def _segments_path(self, extension: str, key: str) -> Path:
+        return self.path.parent / EXTENSIONS_DIR / extension / f"{key}.segments"
+
+    def append_segment(self, extension: str, key: str, data: bytes) -> int:
+        """Add a segment to an extension's segmented state (a file, :mod:`toolkernel_rag.segment_files`)."""
+        return segment_files.append_segment(self._segments_path(extension, key), data)
+
+    def load_segments(self, extension: str, key: str, after: int) -> list[tuple[int, bytes]]:
+        """``(sequence, data)`` of an extension's segments numbered above ``after``, in order."""
+        return segment_files.load_segments(self._segments_path(extension, key), after)
+
+    def replace_segments(self, extension: str, key: str, first: int, last: int, data: bytes) -> None:
+        """Merge an extension's segments ``first``..``last`` into one numbered ``last``."""
+        segment_files.replace_segments(self._segments_path(extension, key), first, last, data)
 
     @contextmanager
     def extension_lock(self, extension: str) -> Iterator[None]:
