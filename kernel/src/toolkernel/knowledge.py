@@ -210,11 +210,16 @@ class KBContext(Protocol):
         an extension can tell which of its records were computed against which documents."""
 
     async def nearest(
-        self, vector: Sequence[float], top_k: int, *, filter: Mapping[str, Any] | None = None
-    ) -> list[ScoredChunk]:
-        """The ``top_k`` stored chunks most similar to ``vector`` (cosine, best first) by the knowledge
-        base's own dense index — its store's search, approximate where the store's is — so an
-        extension needs no copy of the vectors to find a chunk's neighbours."""
+        self,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        *,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[list[ScoredChunk]]:
+        """For each of ``vectors``, the ``top_k`` stored chunks most similar to it (cosine, best
+        first), found by the knowledge base itself — its store's search, or a writer's scan of
+        its own vectors — so an extension needs no copy of the vectors to find a chunk's
+        neighbours. Ask for a batch at once: a backend may share one scan among them."""
 
     @property
     def embedder(self) -> str:

@@ -126,11 +126,13 @@ async def test_nearest_finds_a_chunk_by_its_own_vector_and_honours_the_filter(
         await ingest(kb, [str(source)])
         [chunk] = [c for c in await context.load_chunks(["notes.jsonl/d2#0"], include_vectors=True)]
         assert chunk.vector is not None
-        found = await context.nearest(chunk.vector, 3)
+        [found] = await context.nearest([chunk.vector], 3)
         assert found[0].id == chunk.id
         assert found[0].score == pytest.approx(1.0, abs=1e-4)
         assert len(found) == 3
         assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
-        others = await context.nearest(chunk.vector, 3, filter={"document_id": {"$ne": chunk.document_id}})
+        [others] = await context.nearest(
+            [chunk.vector], 3, filter={"document_id": {"$ne": chunk.document_id}}
+        )
         assert chunk.id not in [h.id for h in others]
         assert len(others) == 3

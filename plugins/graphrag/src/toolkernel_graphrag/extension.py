@@ -232,10 +232,10 @@ class GraphExtension:
             await self._migrate()
             generation = await self.context.generation()
             entries: dict[str, list[Any]] = {d.document_id: [] for d in batch.upserted}
-            for record, found in zip(records, surfaces, strict=True):
-                chunk = chunk_input(record)
-                neighbours = await self._neighbours(chunk)
-                entries[record.document_id].append(entry(chunk, found, self._keys, neighbours, generation))
+            chunks = [chunk_input(r) for r in records]
+            neighbours = await self._neighbours(chunks)
+            for chunk, found, near in zip(chunks, surfaces, neighbours, strict=True):
+                entries[chunk.document_id].append(entry(chunk, found, self._keys, near, generation))
             lines = [DocumentLine(d, None) for d in batch.deleted if d not in entries]
             lines += [DocumentLine(d, tuple(chunks)) for d, chunks in entries.items()]
             data = segments.encode(self.settings, lines)
@@ -245,18 +245,24 @@ class GraphExtension:
             if len(self._written) >= MERGE_WINDOW:
                 await self._merge_written()
 
-    async def _neighbours(self, chunk: ChunkInput) -> list[tuple[str, float]]:
-        """The chunk's nearest chunks by the knowledge base's dense index, ``CANDIDATES * knn`` of
-        them, by similarity (rounded) then chunk id."""
+    async def _neighbours(self, chunks: list[ChunkInput]) -> list[list[tuple[str, float]]]:
+        """Each chunk's nearest chunks, found by the knowledge base itself (one request for the
+        batch), ``CANDIDATES * knn`` of them, by similarity (rounded) then chunk id."""
         k = self.settings.knn
-        if k == 0:
-            return []
-        if chunk.vector is None:
-            raise ValueError(f"every chunk needs a vector (similarity edges, knn={k}); none for {chunk.id!r}")
-        hits = await self.context.nearest(chunk.vector, CANDIDATES * k + 1)
-        found = [(h.id, round(h.score, segments.SIMILARITY_DECIMALS)) for h in hits if h.id != chunk.id]
-        found.sort(key=lambda n: (-n[1], n[0]))
-        return found[: CANDIDATES * k]
+        if k == 0 or not chunks:
+            return [[] for _ in chunks]
+        missing = [c.id for c in chunks if c.vector is None]
+        if missing:
+            raise ValueError(
+                f"every chunk needs a vector (similarity edges, knn={k}); none for {missing[:3]}"
+            )
+        hits = await self.context.nearest([c.vector or () for c in chunks], CANDIDATES * k + 1)
+        out = []
+        for chunk, found in zip(chunks, hits, strict=True):
+            near = [(h.id, round(h.score, segments.SIMILARITY_DECIMALS)) for h in found if h.id != chunk.id]
+            near.sort(key=lambda n: (-n[1], n[0]))
+            out.append(near[: CANDIDATES * k])
+        return out
 
     async def _merge_written(self) -> None:
         """Merge the segments this writer appended into one, if no other writer appended between them."""
@@ -329,7 +335,7 @@ class GraphExtension:
         options = MastraSettings.model_validate({**defaults, **dict(request.options)})
         query = await request.query_vector()
         graph = await self.refresh()
-        hits = await self.context.nearest(query, request.top_k, filter=request.filter)
+        [hits] = await self.context.nearest([query], request.top_k, filter=request.filter)
         ids = [h.id for h in hits if graph.slot(h.id) is not None]
         if not ids:
             if not len(graph) and await request.seeds(1):

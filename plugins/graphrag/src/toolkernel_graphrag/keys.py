@@ -15,7 +15,7 @@ from toolkernel_graphrag.normalise import normalise
 from toolkernel_graphrag.phrases import sub_phrases
 from toolkernel_graphrag.settings import GraphSettings
 
-KEY_MEMO = 65_536
+KEY_MEMO = 8_192
 """Surface forms whose keys are remembered (names repeat across chunks; normalising is the slow
 part). The memo is emptied when full, so what it holds does not grow with the corpus."""
 

@@ -710,6 +710,23 @@ class Catalog:
             after = rows[-1][0]
             yield [(r[1], _unblob(r[2]) or [], json.loads(r[3])) for r in rows]
 
+    def vector_pages(self, batch: int = 4096) -> Iterator[tuple[list[str], np.ndarray]]:
+        """The ids and float32 vectors (one row each) of every done document's chunks, ``batch``
+        rows at a time: a scan that holds one page, never every vector."""
+        after = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT rowid, id, vector FROM chunks WHERE rowid > ? AND vector IS NOT NULL{_DONE} "
+                    "ORDER BY rowid LIMIT ?",
+                    (after, batch),
+                ).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            yield [r[1] for r in rows], matrix
+
     def reading(self) -> _Reading:
         """A read transaction: every read inside it sees one committed state of the catalog."""
         return _Reading(self._db, self._lock)

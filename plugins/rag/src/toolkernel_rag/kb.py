@@ -57,6 +57,7 @@ from toolkernel_rag.layout import (
     write_manifest,
 )
 from toolkernel_rag.locking import WriterLock
+from toolkernel_rag.neighbours import scan_nearest
 from toolkernel_rag.settings import RagSettings
 from toolkernel_rag.shapes import BUILTIN_MODES
 from toolkernel_rag.sparse import SparseIndex
@@ -985,15 +986,29 @@ class _ExtensionContext:
         return await anyio.to_thread.run_sync(self._kb.catalog.generation)
 
     async def nearest(
-        self, vector: Sequence[float], top_k: int, *, filter: Mapping[str, Any] | None = None
-    ) -> list[ScoredChunk]:
+        self,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        *,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[list[ScoredChunk]]:
         kb = self._kb
         view = kb._current_view()
         if view is not None and view.dense is not None:
-            results: Sequence[Any] = view.dense.query(list(vector), top_k, filter)
-        else:
+            dense = view.dense
+            return [
+                [ScoredChunk(r.id, r.score) for r in dense.query(list(v), top_k, filter)] for v in vectors
+            ]
+        if filter is None and kb.location.directory is not None:
+            # The embedded writer: one scan of the catalog for the batch (see toolkernel_rag.neighbours).
+            pages = kb.embedded_catalog.vector_pages()
+            found = await anyio.to_thread.run_sync(scan_nearest, pages, vectors, top_k)
+            return [[ScoredChunk(i, s) for i, s in row] for row in found]
+        out = []
+        for vector in vectors:
             results = await kb.store.query(kb.index, list(vector), top_k=top_k, filter=filter)
-        return [ScoredChunk(r.id, r.score) for r in results]
+            out.append([ScoredChunk(r.id, r.score) for r in results])
+        return out
 
     @property
     def embedder(self) -> str:
