@@ -710,15 +710,17 @@ class Catalog:
             after = rows[-1][0]
             yield [(r[1], _unblob(r[2]) or [], json.loads(r[3])) for r in rows]
 
-    def vector_pages(self, batch: int = 4096) -> Iterator[tuple[list[str], np.ndarray]]:
+    def vector_pages(self, batch: int = 1024) -> Iterator[tuple[list[str], np.ndarray]]:
         """The ids and float32 vectors (one row each) of every done document's chunks, ``batch``
         rows at a time: a scan that holds one page, never every vector."""
         after = 0
         while True:
             with self._lock:
+                # A join, not _DONE's IN (subquery): SQLite plans that as a sort of every chunk per page.
                 rows = self._db.execute(
-                    f"SELECT rowid, id, vector FROM chunks WHERE rowid > ? AND vector IS NOT NULL{_DONE} "
-                    "ORDER BY rowid LIMIT ?",
+                    "SELECT c.rowid, c.id, c.vector FROM chunks c JOIN documents d ON d.id = c.document_id "
+                    "WHERE c.rowid > ? AND c.vector IS NOT NULL AND d.state = 'done' "
+                    "ORDER BY c.rowid LIMIT ?",
                     (after, batch),
                 ).fetchall()
             if not rows:

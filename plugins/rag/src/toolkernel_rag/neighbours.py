@@ -32,15 +32,23 @@ def scan_nearest(
         return [[] for _ in vectors]
     queries = _unit(np.asarray(vectors, dtype=np.float32))
     best_scores = np.full((len(queries), 0), -np.inf, dtype=np.float32)
-    best_ids: npt.NDArray[np.object_] = np.empty((len(queries), 0), dtype=object)
+    best_rows = np.zeros((len(queries), 0), dtype=np.int64)
+    names: dict[int, str] = {}  # the ids of the rows among the best so far, nothing more
+    offset = 0
     for ids, matrix in pages:
-        page_ids = np.broadcast_to(np.asarray(ids, dtype=object), (len(queries), len(ids)))
         scores = np.concatenate([best_scores, queries @ _unit(matrix).T], axis=1)
-        names = np.concatenate([best_ids, page_ids], axis=1)
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+        page_rows = np.broadcast_to(np.arange(offset, offset + len(ids)), (len(queries), len(ids)))
+        rows = np.concatenate([best_rows, page_rows], axis=1)
+        if scores.shape[1] > top_k:  # the k best of each row, unordered, then ordered
+            part = np.argpartition(-scores, top_k - 1, axis=1)[:, :top_k]
+            scores, rows = np.take_along_axis(scores, part, axis=1), np.take_along_axis(rows, part, axis=1)
+        order = np.lexsort((rows, -scores), axis=1)
         best_scores = np.take_along_axis(scores, order, axis=1)
-        best_ids = np.take_along_axis(names, order, axis=1)
+        best_rows = np.take_along_axis(rows, order, axis=1)
+        kept = {int(r) for r in np.unique(best_rows)}
+        names = {r: names[r] if r in names else ids[r - offset] for r in kept}
+        offset += len(ids)
     return [
-        [(str(i), float(s)) for i, s in zip(row_ids, row_scores, strict=True)]
-        for row_ids, row_scores in zip(best_ids, best_scores, strict=True)
+        [(names[int(r)], float(s)) for r, s in zip(row_rows, row_scores, strict=True)]
+        for row_rows, row_scores in zip(best_rows, best_scores, strict=True)
     ]
