@@ -297,9 +297,8 @@ def test_a_graph_read_from_segments_ranks_like_one_built_in_memory():
     expected.apply(delete_documents=[])
     assert graph.chunk_ids() == expected.chunk_ids()
     assert rankings(graph) == rankings(build(chunks[:0] + [c for c in chunks if c.document_id != "doc3"]))
-    merged = segments.encode(
-        settings, segments.merge([segments.decode(d, settings, "s") for d in (first, second)])
-    )
+    merged = segments.merge(settings, [first, second], 1, "segments 1-2")
+    assert segments.decode(merged, settings, "merged").first == 1
     again = ChunkGraph(settings)
     for line in segments.decode(merged, settings, "merged").lines:
         again.apply(line.chunks or (), delete_documents=[line.document_id])

@@ -49,8 +49,8 @@ LEGACY_KEY = "graph.npz"
 REFRESH_SECONDS = 1.0
 """How often a server asks whether a writer appended segments."""
 
-MERGE_WINDOW = 64
-"""Segments a writer merges into one once it has written that many (what a merge holds in memory)."""
+MERGE_WINDOW = 32
+"""Segments a writer merges into one once it has written that many (a merge holds their text)."""
 
 CANDIDATES = 2
 """Neighbours kept per chunk, in multiples of ``knn``: the extra ones complete other chunks' lists
@@ -270,8 +270,8 @@ class GraphExtension:
         sequences = [sequence for sequence, _ in written]
         if len(written) < 2 or sequences != list(range(sequences[0], sequences[-1] + 1)):
             return
-        decoded = [segments.decode(data, self.settings, self._where(n)) for n, data in written]
-        merged = segments.encode(self.settings, segments.merge(decoded), first=sequences[0])
+        where = self._where(sequences[0])
+        merged = segments.merge(self.settings, [data for _, data in written], sequences[0], where)
         await self.context.replace_segments(GRAPH_KEY, sequences[0], sequences[-1], merged)
 
     async def _migrate(self) -> None:

@@ -135,13 +135,24 @@ def decode(data: bytes, settings: GraphSettings, where: str) -> Segment:
     return Segment(int(first) if first is not None else None, lines)
 
 
-def merge(segments: Sequence[Segment]) -> list[DocumentLine]:
-    """The lines of consecutive segments as one: each document's last line, in order of first mention."""
-    last: dict[str, DocumentLine] = {}
-    for segment in segments:
-        for line in segment.lines:
-            last[line.document_id] = line
-    return list(last.values())
+def merge(settings: GraphSettings, segments: Sequence[bytes], first: int, where: str) -> bytes:
+    """Consecutive segments as one segment covering them from ``first``: each document's last
+    line, in order of first mention. Lines are kept as text (only each one's document id is
+    read), so a merge holds the segments' text, not their chunks as objects."""
+    decoder = json.JSONDecoder()
+    last: dict[str, str] = {}
+    for n, data in enumerate(segments):
+        try:
+            header_text, _, body = zlib.decompress(data).decode().partition("\n")
+            if json.loads(header_text).get("settings") != settings.graph_identity():
+                raise GraphStateError(f"{where}: segment {n + 1} of the merge has other settings")
+            for line in body.splitlines():
+                document_id, _ = decoder.raw_decode(line, len('{"d":'))
+                last[document_id] = line
+        except (zlib.error, UnicodeDecodeError, ValueError) as error:
+            raise GraphStateError(f"{where} is not a readable graph segment ({error})") from None
+    header = {"format": FORMAT_VERSION, "settings": settings.graph_identity(), "first": first}
+    return zlib.compress("\n".join([_json(header), *last.values()]).encode(), 1)
 
 
 def legacy_lines(data: bytes, settings: GraphSettings, where: str) -> list[DocumentLine]:
