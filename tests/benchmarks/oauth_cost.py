@@ -63,7 +63,7 @@ def _token(key: Any, audience: str) -> str:
 
     now = int(time.time())
     claims = {"iss": ISSUER, "sub": "bench", "aud": audience, "iat": now, "exp": now + 3600, "scope": "mcp"}
-    return jwt.encode({"alg": "RS256", "kid": "bench"}, claims, key)
+    return jwt.encode({"alg": "RS256", "kid": "bench", "typ": "at+jwt"}, claims, key)  # RFC 9068
 
 
 def _config(jwks: dict[str, Any], path: Path) -> None:
