@@ -309,6 +309,15 @@ class Catalog:
             (chunks,) = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()
         return int(done), int(pending), int(chunks)
 
+    def chunk_totals(self) -> tuple[int, int]:
+        """``(done documents that have chunks, chunks)``: what a search estimates its over-fetch from."""
+        with self._lock:
+            (documents,) = self._db.execute(
+                "SELECT COUNT(*) FROM documents WHERE state='done' AND chunk_count > 0"
+            ).fetchone()
+            (chunks,) = self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        return int(documents), int(chunks)
+
     # -- sources -----------------------------------------------------------------------
 
     def source_key(self, location: str) -> str:

@@ -383,16 +383,17 @@ class KnowledgeBase:
             raise
 
     async def _open_writer_parts(self, repair: bool) -> None:
-        from toolkernel_rag.repair import check_store, wipe_embedded_store
+        from toolkernel_rag.repair import check_store, take_store_files, wipe_embedded_store
 
+        damage = take_store_files(self)
         if repair:
-            wipe_embedded_store(self.directory, self.manifest.store.options)
+            wipe_embedded_store(self)
         store = self.kernel.vector_store(self.manifest.store.name, **_store_options(self))
         self._store = store
         if repair:
             await store.create_index(self.index, self.manifest.embedder.dimension, "cosine")
         else:
-            await check_store(self)
+            await check_store(self, damage)
         self._open_extensions()
 
     async def _open_reader(self) -> None:
@@ -459,6 +460,10 @@ class KnowledgeBase:
         if self._store is not None:
             await self._store.aclose()
             self._store = None
+            if self._lock is not None:  # the writer of an embedded knowledge base
+                from toolkernel_rag.repair import seal_store_files
+
+                seal_store_files(self)
         self.catalog.close()
         if self._lock is not None:
             self._lock.release()
@@ -792,14 +797,15 @@ class KnowledgeBase:
 
     def _chunks_per_document(self) -> float:
         """Mean chunks per document, between 1 and :data:`MAX_CHUNK_OVERFETCH` (cached per catalog
-        state, which is looked at most once a second: in a database each look is a round trip)."""
+        state, which is looked at most once a second: in a database each look is a round trip,
+        and the totals come from its ``stats`` row, not a count over the chunks)."""
         now = time.monotonic()
         if now - self._overfetch_checked < 1.0:
             return self._overfetch[1]
         self._overfetch_checked = now
         generation = self.catalog.generation()
         if self._overfetch[0] != generation:
-            documents, _, chunks = self.catalog.counts()
+            documents, chunks = self.catalog.chunk_totals()
             ratio = chunks / documents if documents else 1.0
             self._overfetch = (generation, max(1.0, min(MAX_CHUNK_OVERFETCH, ratio)))
         return self._overfetch[1]

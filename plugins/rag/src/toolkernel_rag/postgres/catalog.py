@@ -398,6 +398,13 @@ class PgCatalog:
         assert row is not None
         return int(row[0]), int(row[1]), int(row[2])
 
+    def chunk_totals(self) -> tuple[int, int]:
+        """``(done documents that have chunks, chunks)`` from the ``stats`` row, which every
+        transaction that changes chunks keeps current: no count over the tables."""
+        with self.db.connection() as conn:
+            row = conn.execute(self._sql("SELECT documents, chunks FROM {s}.stats")).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
     # -- chunks ----------------------------------------------------------------------
 
     def chunks(self, ids: Sequence[str], include_vectors: bool = False) -> list[StoredChunk]:
