@@ -304,6 +304,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "ScoredChunk",
         "SeedSource",
         "ServedSearch",
+        "StateSegment",
     ],
     "toolkernel.matching_store": [
         "MatchingStore",

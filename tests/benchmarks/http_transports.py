@@ -188,6 +188,35 @@ def _server_command(name: str, mode: str, port: int) -> tuple[list[str], dict[st
 # -- load generator (run in its own processes: --load URL) ---------------------------------------
 
 
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """Read one HTTP/1.1 answer from ``reader``: the status, the lower-cased headers, the whole body.
+
+    The body is framed by Content-Length or chunked transfer encoding (de-chunked here; the
+    servers measured send no trailers); an answer with neither is a ``ValueError``. Shared by
+    every raw client in this folder, so that they all read answers the same cheap way.
+    """
+    raw = await reader.readuntil(b"\r\n\r\n")
+    lines = raw.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            key, _, value = line.partition(":")
+            headers[key.strip().lower()] = value.strip()
+    if "content-length" in headers:
+        return status, headers, await reader.readexactly(int(headers["content-length"]))
+    if headers.get("transfer-encoding", "").lower() != "chunked":
+        raise ValueError(f"answer with neither content-length nor chunked body: {headers}")
+    chunks = bytearray()
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            await reader.readuntil(b"\r\n")  # no trailers are sent: the final CRLF
+            return status, headers, bytes(chunks)
+        chunks.extend(await reader.readexactly(size + 2))
+        del chunks[-2:]
+
+
 class _Connection:
     """One keep-alive HTTP/1.1 connection speaking just enough of the protocol to post and read answers.
 
@@ -217,26 +246,7 @@ class _Connection:
     async def post(self, body: bytes) -> tuple[int, dict[str, str], bytes]:
         """POST ``body``; the status, the lower-cased headers and the whole (de-chunked) body."""
         self.writer.write(b"%scontent-length: %d\r\n\r\n%s" % (self.head, len(body), body))
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        lines = raw.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            if line:
-                key, _, value = line.partition(":")
-                headers[key.strip().lower()] = value.strip()
-        if "content-length" in headers:
-            return status, headers, await self.reader.readexactly(int(headers["content-length"]))
-        if headers.get("transfer-encoding", "").lower() != "chunked":
-            raise ValueError(f"answer with neither content-length nor chunked body: {headers}")
-        chunks = bytearray()
-        while True:
-            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if size == 0:
-                await self.reader.readuntil(b"\r\n")  # no trailers are sent: the final CRLF
-                return status, headers, bytes(chunks)
-            chunks.extend(await self.reader.readexactly(size + 2))
-            del chunks[-2:]
+        return await read_response(self.reader)
 
     def with_session(self, session_id: str) -> None:
         self.head += f"mcp-session-id: {session_id}\r\n".encode()

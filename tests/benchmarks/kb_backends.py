@@ -18,7 +18,8 @@ client-side p50/p99 of the ``tools/call`` round trip. ``scale``: a corpus of N o
 documents (SciFact and HotpotQA passages cut to 600 characters, repeated with new ids),
 ingest rate, then 200 hybrid queries (p50/p99), the server's peak RSS (``VmHWM``), and how
 long after a one-document ingest (run while the server is up) the server first finds it.
-Writes ``tests/benchmarks/results/kb_backends_<part>.json`` (``scale``: after each size).
+Writes ``tests/benchmarks/results/kb_backends_<part>.json`` (``scale``: after each size, keeping
+the sizes of an earlier run that this one does not measure).
 """
 
 from __future__ import annotations
@@ -234,6 +235,26 @@ def scale(url: str, sizes: list[int], queries: int, save: Callable[[dict[str, An
             save(out)
 
 
+def previous_sizes(out: Path) -> dict[str, Any]:
+    """The sizes an earlier ``scale`` run wrote to ``out`` (none if there is no such file)."""
+    try:
+        return dict(json.loads(out.read_text()).get("sizes", {}))
+    except FileNotFoundError:
+        return {}
+
+
+def merge_sizes(kept: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any]:
+    """``kept`` with each size and backend measured now replacing its earlier entry, sizes in order.
+
+    A run of one size (``--chunks 100000``) thus updates that size and leaves the others'
+    figures, each with the load it was measured under, in the results file.
+    """
+    merged = {size: dict(rows) for size, rows in kept.items()}
+    for size, rows in measured.items():
+        merged.setdefault(size, {}).update(rows)
+    return dict(sorted(merged.items(), key=lambda item: int(item[0])))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("part", choices=("quality", "scale"))
@@ -251,8 +272,10 @@ def main() -> None:
     out = beir.RESULTS / f"kb_backends_{args.part}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
 
+    kept = previous_sizes(out) if args.part == "scale" else {}
+
     def save(sizes: dict[str, Any]) -> None:
-        report["sizes"] = sizes
+        report["sizes"] = merge_sizes(kept, sizes)
         report["machine"]["load_end"] = os.getloadavg()
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {out}", flush=True)

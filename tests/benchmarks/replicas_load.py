@@ -76,24 +76,7 @@ class _Connection:
         if session is not None:
             head += f"mcp-session-id: {session}\r\n"
         self.writer.write(b"%scontent-length: %d\r\n\r\n%s" % (head.encode(), len(body), body))
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        lines = raw.decode("latin-1").split("\r\n")
-        status = int(lines[0].split(" ", 2)[1])
-        headers = {}
-        for line in lines[1:]:
-            if line:
-                key, _, value = line.partition(":")
-                headers[key.strip().lower()] = value.strip()
-        if "content-length" in headers:
-            return status, headers, await self.reader.readexactly(int(headers["content-length"]))
-        chunks = bytearray()
-        while True:
-            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if size == 0:
-                await self.reader.readuntil(b"\r\n")
-                return status, headers, bytes(chunks)
-            chunks.extend(await self.reader.readexactly(size + 2))
-            del chunks[-2:]
+        return await load.read_response(self.reader)
 
 
 def _initialize(tag: str) -> bytes:
@@ -259,7 +242,7 @@ class _Replicas:
         env = {
             **os.environ,
             "TOOLKERNEL_HTTP_SHARED_STATE": redis_url,
-            "TOOLKERNEL_HTTP_MAX_SESSIONS_PER_CLIENT": "5000",  # every session comes from Caddy's address
+            "TOOLKERNEL_HTTP_MAX_SESSIONS_PER_CLIENT": "5000",  # every client process runs on 127.0.0.1
         }
         runner = ["-m", "toolkernel"]
         if profile:

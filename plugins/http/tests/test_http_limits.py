@@ -354,3 +354,71 @@ async def test_header_limits_are_options() -> None:
         b"HTTP/1.1 431 Request Header Fields Too Large",
         "Request Header Fields Too Large: request headers over 1000 bytes (max_header_bytes)",
     )
+
+
+TRUST = {
+    # name: (serve options, a peer whose X-Forwarded-For names the client, a peer whose does not)
+    "forwarded_allow_ips": ({"forwarded_allow_ips": "127.0.0.2, 10.0.0.0/8"}, "127.0.0.2", "127.0.0.3"),
+    "default-loopback": ({}, "127.0.0.1", "127.0.0.2"),
+}
+
+
+@pytest.mark.parametrize("trust", list(TRUST))
+async def test_per_client_quota_counts_the_client_a_trusted_proxy_forwards(
+    trust: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a trusted proxy each X-Forwarded-For client has its own ``max_sessions_per_client``
+    (the rightmost address that is not itself a trusted proxy); from any other peer the header
+    is ignored and the peer is the client. Real connections from two local addresses."""
+    monkeypatch.delenv("FORWARDED_ALLOW_IPS", raising=False)  # uvicorn's own variable: the default
+    options, trusted, untrusted = TRUST[trust]
+
+    async def opened(client: httpx.AsyncClient, url: str, forwarded_for: str) -> int:
+        """Open a session (and use it, so it is not recycled); the status of ``initialize``."""
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
+        init["params"] = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        init["params"]["clientInfo"] = {"name": "t", "version": "0"}
+        headers = {**raw.HEADERS, "x-forwarded-for": forwarded_for}
+        response = await client.post(url, content=json.dumps(init), headers=headers)
+        if response.status_code == 200:
+            session = {"mcp-session-id": response.headers["mcp-session-id"], **headers}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+            call["params"] = {"name": "echo", "arguments": {"text": "x"}}
+            assert "result" in raw.answer(await raw.post(client, url, call, session), 1)
+        return response.status_code
+
+    with anyio.fail_after(TIMEOUT_S):
+        async with (
+            _served(max_sessions_per_client=1, **options) as base,
+            httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address=trusted)) as proxy,
+            httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address=untrusted)) as other,
+        ):
+            url = f"{base}/mcp"
+            through_proxy = [
+                await opened(proxy, url, "198.51.100.1"),
+                await opened(proxy, url, "198.51.100.2"),
+                await opened(proxy, url, "198.51.100.1"),  # its quota is used
+                await opened(proxy, url, "198.51.100.1, 127.0.0.1"),  # the client, then a proxy
+            ]
+            direct = [
+                await opened(other, url, "198.51.100.3"),
+                await opened(other, url, "198.51.100.4"),  # the header changes nothing: same peer
+            ]
+    assert through_proxy[:3] == [200, 200, 429]
+    # 127.0.0.1 is trusted by default, not under the explicit list: the client is then it.
+    assert through_proxy[3] == (429 if trust == "default-loopback" else 200)
+    assert direct == [200, 429]
+
+
+def test_forwarded_allow_ips_names_a_malformed_entry() -> None:
+    """A typo is an error at start-up, not a trusted name no peer address ever equals (uvicorn's way)."""
+    from toolkernel.errors import ConfigError
+    from toolkernel_http._serve import HTTPServerTransport
+
+    for value, problem in [
+        ("10.0.0.1, 10.0.0.300", "'10.0.0.300' is neither an IP address nor an IP network"),
+        (["*", "10.0.0.1"], "'*' (trust every peer) must be the only entry"),
+    ]:
+        with pytest.raises(ConfigError, match=r"forwarded_allow_ips") as refused:
+            HTTPServerTransport(ServeOptions(extra={"forwarded_allow_ips": value}))
+        assert problem in str(refused.value)

@@ -98,6 +98,45 @@ async def test_in_memory_store_bounds_each_session_and_the_total_by_bytes() -> N
 
 
 @pytest.mark.anyio
+async def test_in_memory_store_keeps_its_bounds_and_order_through_a_long_churn() -> None:
+    """Through 20,000 events over three sessions (and one ended midway) the store holds exactly
+    what a plain list applying the same policy holds: count, bytes and per-session bytes within
+    bounds, always the oldest evicted first, released sessions gone. (Each bound evicts
+    thousands of times here: phases of large events hit the byte bounds, of small ones the count.)"""
+    store = InMemoryEventStore(max_events=300, max_bytes=30_000, max_session_bytes=12_000)
+    sessions = {name: SessionScopedEventStore(store, name) for name in ("alice", "bob", "carol")}
+    expected: list[tuple[str, str, int]] = []  # (event id, session, size), oldest first
+
+    def evict_first(session: str | None = None) -> None:
+        expected.remove(next(item for item in expected if session in (None, item[1])))
+
+    for step in range(20_000):
+        if step == 10_000:  # bob's session ends: its events go, later ones are alice's
+            sessions["bob"].release()
+            expected[:] = [item for item in expected if item[1] != "bob"]
+        name = ("alice", "bob" if step < 10_000 else "alice", "carol", "alice")[step % 4]
+        size = 10 + (step * 37) % (400 if step % 2_000 < 1_000 else 60)  # bytes bound, then count
+        event_id = await sessions[name].store_event(str(step % 3), _note(str(step)), size)
+        expected.append((event_id, name, size))
+        while sum(s for _, n, s in expected if n == name) > 12_000:
+            evict_first(name)
+        while len(expected) > 300 or sum(s for *_, s in expected) > 30_000:
+            evict_first()
+        assert len(store) <= 300
+        assert store.bytes <= 30_000
+        assert all(store.session_bytes(n) <= 12_000 for n in sessions)
+        if step % 500 == 0 or step == 19_999:
+            held = [event_id for event_id, *_ in expected]
+            assert [i for i in held if await _replayed(store, i) != (None, [])] == held
+            assert store.bytes == sum(s for *_, s in expected)
+            assert len(store) == len(expected)
+    assert store.session_bytes("bob") == 0
+    sessions["alice"].release()
+    sessions["carol"].release()
+    assert (len(store), store.bytes) == (0, 0)
+
+
+@pytest.mark.anyio
 async def test_in_memory_store_drops_events_past_their_age() -> None:
     store = InMemoryEventStore(max_age_s=0.05)
     old = await store.store_event("a", _note("old"))

@@ -151,6 +151,8 @@ def test_a_store_missing_vectors_is_repaired_by_the_next_ingest(
 def test_a_deleted_store_is_rebuilt_and_a_damaged_one_refused_until_kb_repair(
     built: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Refused: a store damaged without a seal (a killed writer leaves none) that cannot be opened.
+    One damaged while sealed is rebuilt by the next writer (``test_rag_store_damage.py``)."""
     kb_dir, source = built
     chunks = json.loads(_run(capsys, "kb", "stats", "--kb", str(kb_dir))[1])["chunks"]
     shutil.rmtree(kb_dir / "store")
@@ -160,6 +162,7 @@ def test_a_deleted_store_is_rebuilt_and_a_damaged_one_refused_until_kb_repair(
     assert code == 0, err
     assert anyio.run(stored_vectors, kb_dir) == chunks
 
+    (kb_dir / "store.seal.json").unlink()
     (kb_dir / "store" / "kb" / "toolkernel-index.json").write_text("{garbled")
     code, out, err = _run(capsys, "kb", "stats", "--kb", str(kb_dir))
     assert json.loads(out)["derived"]["store_files"] == "damaged"

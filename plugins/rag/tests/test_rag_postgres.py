@@ -108,6 +108,51 @@ async def test_bm25_scores_equal_the_embedded_index(postgres: PostgresService, t
         assert {h.chunk.document_id for h in hits} == chosen
 
 
+async def test_the_totals_a_search_reads_from_the_stats_row_match_the_tables(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """A search's over-fetch estimate read the stats row instead of counting every chunk when the
+    generation moved (every batch of an ingest): the row must stay equal to the tables' counts,
+    and to the embedded backend's, through ingests, changed documents and removals."""
+    first = write_records(tmp_path / "a.jsonl", _records(12))
+    second = tmp_path / "b.jsonl"
+    write_records(second, _records(5))
+    kernel = make_kernel()
+    embedded = await KnowledgeBase.open(
+        str(tmp_path / "embedded"), kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER
+    )
+    database = await KnowledgeBase.open(
+        "totals", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+
+    def check(expected_documents: int) -> None:
+        tables = _counts(postgres.uri, "totals")
+        assert database.catalog.chunk_totals() == (tables["documents"], tables["chunks"])
+        assert database.catalog.chunk_totals() == embedded.catalog.chunk_totals()
+        assert tables["documents"] == expected_documents
+        assert tables["stats_match"]
+
+    async with embedded, database:
+        for kb in (embedded, database):
+            await ingest(kb, [str(first), str(second)])
+        check(17)
+        before = database.catalog.chunk_totals()[1]
+        longer = _records(12)
+        for i in (2, 5, 9):  # changed documents, each now one more chunk or more
+            longer[i]["text"] = f"{longer[i]['text']} " + " ".join(f"extra{i}word{j}" for j in range(80))
+        write_records(first, longer)
+        for kb in (embedded, database):
+            await ingest(kb, [str(first), str(second)])
+        check(17)
+        assert database.catalog.chunk_totals()[1] > before
+        for kb in (embedded, database):
+            assert await kb.remove(["a.jsonl/doc-2", "a.jsonl/doc-7"]) == 2
+        check(15)
+        for kb in (embedded, database):
+            assert await kb.remove_source("b.jsonl") == 5
+        check(10)
+
+
 async def test_a_first_ingest_builds_the_vector_index_at_its_end(
     postgres: PostgresService, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
@@ -66,9 +67,12 @@ class InMemoryEventStore(EventStore):
         self.bytes = 0
         """Sizes of the events held, summed."""
         self._counter = itertools.count(1)
-        self._events: dict[EventId, _Event] = {}  # insertion order: oldest first
+        # Oldest first. OrderedDicts, because eviction reads and drops the head again and again:
+        # a plain dict leaves a dummy slot at its front per deletion, so finding its first key
+        # scans them all (until the next resize) and eviction grew with the evictions made.
+        self._events: OrderedDict[EventId, _Event] = OrderedDict()
         self._streams: dict[StreamId, dict[EventId, None]] = {}
-        self._groups: dict[str, dict[EventId, None]] = {}
+        self._groups: dict[str, OrderedDict[EventId, None]] = {}
         self._group_bytes: dict[str, int] = {}
 
     def __len__(self) -> int:
@@ -90,7 +94,7 @@ class InMemoryEventStore(EventStore):
         now = time.monotonic()
         self._events[event_id] = _Event(stream_id, group, seq, message, size, now)
         self._streams.setdefault(stream_id, {})[event_id] = None
-        self._groups.setdefault(group, {})[event_id] = None
+        self._groups.setdefault(group, OrderedDict())[event_id] = None
         self._group_bytes[group] = self._group_bytes.get(group, 0) + size
         self.bytes += size
         while self._group_bytes.get(group, 0) > self.max_session_bytes:

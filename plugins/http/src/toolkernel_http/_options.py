@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -63,6 +64,13 @@ class HTTPServerOptions(BaseModel):
         gt=0,
         description="Stateful sessions one client (token principal, else address) may hold; one more "
         "gets 429. None: no limit.",
+    )
+    forwarded_allow_ips: tuple[str, ...] | None = Field(
+        None,
+        description="Trusted proxies (IP addresses or networks, `*` for any; a list or one comma-separated "
+        "string): from a peer among them the client is the X-Forwarded-For address (for the per-client "
+        "quota, logs) and the scheme X-Forwarded-Proto. None: uvicorn's default, FORWARDED_ALLOW_IPS "
+        "from the environment, else 127.0.0.1 and ::1.",
     )
     unused_session_timeout: float | None = Field(
         60.0,
@@ -123,6 +131,27 @@ class HTTPServerOptions(BaseModel):
     )
     log_level: str = Field("warning", description="uvicorn's log level when run by the http/sse transports.")
     shutdown_grace_s: int = Field(5, ge=0, description="Seconds open connections get to finish on stop.")
+
+    @field_validator("forwarded_allow_ips", mode="before")
+    @classmethod
+    def _split_forwarded_allow_ips(cls, value: Any) -> Any:
+        """Accept uvicorn's form too: one string, the entries separated by commas."""
+        return [entry.strip() for entry in value.split(",")] if isinstance(value, str) else value
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _check_forwarded_allow_ips(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """Refuse what uvicorn would silently keep as a name no peer address ever equals."""
+        if value is None or value == ("*",):
+            return value
+        for entry in value:
+            if entry == "*":
+                raise ValueError("'*' (trust every peer) must be the only entry")
+            try:
+                ipaddress.ip_network(entry) if "/" in entry else ipaddress.ip_address(entry)
+            except ValueError:
+                raise ValueError(f"{entry!r} is neither an IP address nor an IP network") from None
+        return value
 
     @model_validator(mode="after")
     def _check_event_store(self) -> HTTPServerOptions:

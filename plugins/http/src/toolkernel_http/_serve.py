@@ -56,6 +56,9 @@ class HTTPServerTransport:
             ),
             log_level=self.http_options.log_level,
             lifespan="on",
+            # uvicorn's ProxyHeadersMiddleware puts the client named by a trusted proxy in the scope.
+            proxy_headers=True,
+            forwarded_allow_ips=None if opts.forwarded_allow_ips is None else list(opts.forwarded_allow_ips),
             timeout_graceful_shutdown=int(self.http_options.shutdown_grace_s),
         )
         server = _uvicorn_server(config, asgi)

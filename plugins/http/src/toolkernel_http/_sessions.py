@@ -936,7 +936,12 @@ async def _until_disconnected(receive: Receive, scope: anyio.CancelScope) -> Non
 
 
 def _client_key(scope: Scope, owner: AuthorizationContext | None) -> str:
-    """Whom a session is counted against: the token's principal when there is one, else the peer address."""
+    """Whom a session is counted against: the token's principal when there is one, else the client's address.
+
+    The address is the scope's ``client``: the peer, or behind a trusted proxy the client that
+    proxy names in X-Forwarded-For (uvicorn's proxy headers, ``forwarded_allow_ips``), so the
+    clients of a load balancer do not share one quota.
+    """
     if owner is not None:
         return f"principal:{owner['issuer']}|{owner['subject'] or owner['client_id']}"
     peer = scope.get("client")

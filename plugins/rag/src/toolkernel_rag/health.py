@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkernel_rag.layout import SPARSE_DIR
+from toolkernel_rag.store_seal import breach
 
 if TYPE_CHECKING:
     from toolkernel_rag.kb import KnowledgeBase
@@ -17,8 +18,9 @@ def derived_state(kb: KnowledgeBase) -> dict[str, Any]:
 
     ``sparse_index``: ``current``, ``stale`` (readers build it in memory until the next
     write saves it), ``missing`` or ``damaged``; ``store_files`` (an embedded store only):
-    ``present``, ``missing`` or ``damaged``. A problem names the file and the command that
-    repairs it.
+    ``present``, ``missing`` or ``damaged`` (unreadable, or a file changed since its writer
+    closed it: :mod:`toolkernel_rag.store_seal`). A problem names the file and the command
+    that repairs it.
     """
     from toolkernel_rag.repair import repair_hint
 
@@ -34,15 +36,21 @@ def derived_state(kb: KnowledgeBase) -> dict[str, Any]:
     if kb.embedded_store and isinstance(path, str):
         root = Path(path) if Path(path).is_absolute() else kb.directory / path
         spec = root / kb.index / "toolkernel-index.json"
+        damage = breach(kb.directory, root / kb.index)
         try:
             json.loads(spec.read_text(encoding="utf-8"))
-            files = "present"
+            files = "present" if damage is None else "damaged"
         except FileNotFoundError:
             files = "missing" if kb.embedded_catalog.vector_count() else "present"
         except (OSError, ValueError):
             files = "damaged"
         state["store_files"] = files
-        if files != "present":
+        if files == "damaged" and damage is not None:
+            problems.append(
+                f"the vector store {str(root)!r} is damaged: {damage} (readers rank the catalog's "
+                f"vectors); the next ingest rebuilds it from the catalog, or run '{repair_hint(kb)}'"
+            )
+        elif files != "present":
             problems.append(
                 f"the vector store {str(root)!r} is {files} (readers rank the catalog's vectors); "
                 f"run '{repair_hint(kb)}'"

@@ -6,6 +6,7 @@ A knowledge base is one directory::
       manifest.json        # embedder, chunker, store, sparse index: fixed when the KB is created
       catalog.sqlite       # documents (hash, metadata, text) and chunks (text, metadata, vector, terms)
       store/               # the vector store's files when the store is embedded (Qdrant Edge)
+      store.seal.json      # those files' sizes and times as the writer left them (toolkernel_rag.store_seal)
       sparse/              # the BM25 index, rebuilt from the catalog's terms when stale
       extensions/<name>/   # state each knowledge-base extension keeps for itself
 

@@ -2,10 +2,11 @@
 the BM25 index, extensions' state.
 
 The catalog holds every chunk's text, metadata, terms and vector, so everything else can be
-rebuilt from it without re-embedding. A writer (under the writer lock) compares the store's
-vector count with the catalog's when it opens and restores what is missing; ``kb repair``
-rebuilds every piece from scratch. A catalog that is missing or damaged cannot be rebuilt:
-that is an error naming it.
+rebuilt from it without re-embedding. A writer (under the writer lock) rebuilds an embedded
+store whose files changed since the last writer closed it (:mod:`toolkernel_rag.store_seal`),
+compares the store's vector count with the catalog's when it opens and restores what is
+missing; ``kb repair`` rebuilds every piece from scratch. A catalog that is missing or damaged
+cannot be rebuilt: that is an error naming it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkernel.vectors import VectorStoreError
+from toolkernel_rag import store_seal
 from toolkernel_rag.layout import EXTENSIONS_DIR, KBError
 
 if TYPE_CHECKING:
@@ -39,11 +41,42 @@ def repair_hint(kb: KnowledgeBase) -> str:
     return f"toolkernel kb repair --kb {kb.directory}"
 
 
-async def check_store(kb: KnowledgeBase) -> None:
+def embedded_index_dir(kb: KnowledgeBase) -> Path | None:
+    """The directory of the knowledge base's index in an embedded store (``None``: not embedded)."""
+    path = kb.manifest.store.options.get("path")
+    if not isinstance(path, str) or kb.location.directory is None:
+        return None
+    root = Path(path) if Path(path).is_absolute() else kb.directory / path
+    return root / kb.index
+
+
+def take_store_files(kb: KnowledgeBase) -> str | None:
+    """Before the writer opens an embedded store: remove its seal, and when its files changed
+    since the last writer closed them, discard the index's files (rebuilt from the catalog by
+    :func:`check_store`) and say which file; ``None`` when nothing is known to be wrong."""
+    index_dir = embedded_index_dir(kb)
+    if index_dir is None:
+        return None
+    damage = store_seal.breach(kb.directory, index_dir)
+    store_seal.unseal(kb.directory)
+    if damage is not None:
+        shutil.rmtree(index_dir, ignore_errors=True)
+    return damage
+
+
+def seal_store_files(kb: KnowledgeBase) -> None:
+    """After the writer closed an embedded store cleanly: record its files (see :func:`take_store_files`)."""
+    index_dir = embedded_index_dir(kb)
+    if index_dir is not None:
+        store_seal.seal(kb.directory, index_dir)
+
+
+async def check_store(kb: KnowledgeBase, damage: str | None = None) -> None:
     """Open the writer's vector store and make it hold exactly the catalog's vectors.
 
     Documents still ``pending`` (a killed run) are left out of the comparison: the next
     ingest rewrites them. A store that cannot be opened is refused with the repair command.
+    ``damage`` (from :func:`take_store_files`, whose files are gone) is said with the repair.
     """
     try:
         await kb.store.create_index(kb.index, kb.manifest.embedder.dimension, "cosine")
@@ -55,13 +88,10 @@ async def check_store(kb: KnowledgeBase) -> None:
     except Exception as exc:  # an engine's own error on damaged files
         raise KBError(f"{_store_where(kb)} is damaged ({exc}): run '{repair_hint(kb)}'") from None
     expected = _done_vectors(kb)
-    if stored != expected:
+    if stored != expected or damage is not None:
         restored = await rebuild_store(kb, drop=stored > expected and kb.embedded_store)
-        print(
-            f"repaired {_store_where(kb)}: it held {stored} of the catalog's {expected} vectors; "
-            f"{restored} restored from the catalog",
-            file=sys.stderr,
-        )
+        cause = damage or f"it held {stored} of the catalog's {expected} vectors"
+        print(f"repaired {_store_where(kb)}: {cause}; {restored} restored from the catalog", file=sys.stderr)
 
 
 async def _count_done(kb: KnowledgeBase) -> int:
@@ -105,12 +135,12 @@ async def rebuild_store(kb: KnowledgeBase, *, drop: bool) -> int:
     return restored
 
 
-def wipe_embedded_store(directory: Path, options: dict[str, Any]) -> None:
-    """Delete an embedded store's files (``kb repair``: they are rebuilt from the catalog)."""
-    path = options.get("path")
-    if isinstance(path, str):
-        target = Path(path) if Path(path).is_absolute() else directory / path
-        shutil.rmtree(target, ignore_errors=True)
+def wipe_embedded_store(kb: KnowledgeBase) -> None:
+    """Delete the files of this knowledge base's index in an embedded store (``kb repair``: they
+    are rebuilt from the catalog); other indexes of a store directory shared by path stay."""
+    index_dir = embedded_index_dir(kb)
+    if index_dir is not None:
+        shutil.rmtree(index_dir, ignore_errors=True)
 
 
 async def repair(kb: KnowledgeBase) -> RepairReport:
