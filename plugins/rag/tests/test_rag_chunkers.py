@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
+import threading
 
 import pytest
 
@@ -76,6 +78,50 @@ def test_token_chunker_windows_and_overlap(rag_kernel: Kernel) -> None:
     assert all(abs(n - 50) <= 2 for n in counts[:-1])  # re-tokenizing a cut text may merge a piece
     for first, second in itertools.pairwise(chunks):
         assert second.start < first.end  # the windows overlap
+
+
+@pytest.mark.parametrize("name", ["token", "sentence"])
+def test_counting_tokens_gives_up_the_gil(rag_kernel: Kernel, name: str) -> None:
+    """Tokenizing a long text lets other threads run meanwhile: a server chunks in a worker thread
+    and its event loop must go on. ``Tokenizer.encode`` held the GIL throughout (400 kB: most of a
+    second with no ping answered). With forced switches off, this thread runs again only when the
+    chunking thread gives the GIL up; it must find the chunking still under way."""
+    load_tokenizer("local/minilm-l6-int8")  # loaded beforehand: reading the file gives the GIL up too
+    chunker = rag_kernel.chunker(name, size=50, length="tokens", tokenizer="local/minilm-l6-int8")
+    text = "word " * 40_000  # no sentence end: the sentence chunker counts it whole
+    started, finished = threading.Event(), threading.Event()
+
+    def work() -> None:
+        started.set()
+        chunker.chunk(text)
+        finished.set()
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1_000.0)
+    try:
+        worker = threading.Thread(target=work)
+        worker.start()
+        assert started.wait(timeout=60)
+        ran_while_chunking = not finished.is_set()
+        worker.join(timeout=60)
+    finally:
+        sys.setswitchinterval(interval)
+    assert ran_while_chunking
+    assert finished.is_set()
+
+
+def test_splitters_with_a_tokenizer_are_built_once_per_options(rag_kernel: Kernel) -> None:
+    """Building one parses the tokenizer's JSON holding the GIL (50-70 ms): a server that makes a
+    chunker per request stalled on each. Chunkers with the same options share the splitter."""
+
+    def splitter(kind: str, size: int) -> object:
+        chunker = rag_kernel.chunker(kind, size=size, length="tokens", tokenizer="local/minilm-l6-int8")
+        return chunker._splitter  # type: ignore[attr-defined]
+
+    assert splitter("recursive", 100) is splitter("recursive", 100)
+    assert splitter("recursive", 100) is not splitter("recursive", 120)
+    assert splitter("markdown", 100) is splitter("markdown", 100)
+    assert splitter("markdown", 100) is not splitter("recursive", 100)
 
 
 def test_markdown_header_path_goes_into_metadata(rag_kernel: Kernel) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from toolkernel_rag import KnowledgeBase, ingest
 from toolkernel_rag.catalog import Catalog, StoredChunk
-from toolkernel_rag.segments import SparseState
+from toolkernel_rag.postings import SparseState
 from toolkernel_rag.sparse import SparseIndex
 from toolkernel_rag.view import Follower
 

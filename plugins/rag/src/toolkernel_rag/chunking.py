@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -99,13 +99,23 @@ def load_tokenizer(spec: str) -> Tokenizer:
     return tokenizer
 
 
+def encode(tokenizer: Tokenizer, text: str) -> Any:
+    """``text``'s encoding (no special tokens), made without holding the GIL.
+
+    ``Tokenizer.encode`` holds the GIL for all its work: a worker thread encoding 400 kB
+    kept a server's event loop from running for most of a second (a third of the time at
+    best). ``encode_batch`` gives the GIL up while it tokenizes and returns the same encoding.
+    """
+    return tokenizer.encode_batch([text], add_special_tokens=False)[0]
+
+
 def _counter(options: ChunkerOptions) -> Callable[[str], int]:
     if options.length == "characters":
         return len
     tokenizer = load_tokenizer(options.tokenizer or "")
 
     def count(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+        return len(encode(tokenizer, text).ids)
 
     return count
 
@@ -164,6 +174,28 @@ def _split(splitter: Any, text: str, fits: Callable[[str], bool]) -> list[Chunk]
     return _from_indices(text, splitter.chunk_indices(text))
 
 
+@lru_cache(maxsize=16)
+def _text_splitter(markdown: bool, tokenizer: str | None, size: int, overlap: int) -> Any:
+    """A semantic-text-splitter ``MarkdownSplitter`` or ``TextSplitter``, kept for the next chunker alike.
+
+    Given a tokenizer, the splitter is built from its JSON, parsed again each time while the
+    GIL is held (50-70 ms for MiniLM's on an idle machine): a server making a chunker per
+    request stalled its event loop that long on every one. Splitters are immutable, so one
+    serves every thread.
+    """
+    from semantic_text_splitter import MarkdownSplitter, TextSplitter
+
+    splitter = MarkdownSplitter if markdown else TextSplitter
+    if tokenizer is None:
+        return splitter(capacity=size, overlap=overlap)
+    return splitter.from_huggingface_tokenizer(load_tokenizer(tokenizer), capacity=size, overlap=overlap)
+
+
+def _cached_splitter(options: ChunkerOptions, *, markdown: bool) -> Any:
+    tokenizer = options.tokenizer if options.length == "tokens" else None
+    return _text_splitter(markdown, tokenizer, options.size, options.overlap)
+
+
 class RecursiveChunker(_Base):
     """Plain text: the largest semantic unit that fits (paragraph, line, sentence, word, grapheme)."""
 
@@ -171,14 +203,7 @@ class RecursiveChunker(_Base):
 
     def __init__(self, options: ChunkerOptions) -> None:
         super().__init__(options)
-        from semantic_text_splitter import TextSplitter
-
-        tokenizer, kwargs = _splitter_args(options)
-        self._splitter = (
-            TextSplitter.from_huggingface_tokenizer(tokenizer, **kwargs)
-            if tokenizer
-            else TextSplitter(**kwargs)
-        )
+        self._splitter = _cached_splitter(options, markdown=False)
 
     def chunk(self, text: str) -> list[Chunk]:
         return _split(self._splitter, text, self._fits)
@@ -221,14 +246,7 @@ class MarkdownChunker(_Base):
 
     def __init__(self, options: ChunkerOptions) -> None:
         super().__init__(options)
-        from semantic_text_splitter import MarkdownSplitter
-
-        tokenizer, kwargs = _splitter_args(options)
-        self._splitter = (
-            MarkdownSplitter.from_huggingface_tokenizer(tokenizer, **kwargs)
-            if tokenizer
-            else MarkdownSplitter(**kwargs)
-        )
+        self._splitter = _cached_splitter(options, markdown=True)
 
     def chunk(self, text: str) -> list[Chunk]:
         offsets, paths = header_paths(text)
@@ -386,7 +404,7 @@ class TokenChunker(_Base):
 
     def chunk(self, text: str) -> list[Chunk]:
         tokenizer = load_tokenizer(self.options.tokenizer or "")
-        offsets = tokenizer.encode(text, add_special_tokens=False).offsets
+        offsets = encode(tokenizer, text).offsets
         step = self.options.size - self.options.overlap
         out = []
         for first in range(0, len(offsets), step):

@@ -388,7 +388,8 @@ def _chunk_tool(kb: KnowledgeBase, options: KBServerOptions) -> Tool:
             ]
 
         # In a worker thread: counting tokens over a long text takes seconds (400 kB: 2.6 s),
-        # and the event loop must go on answering other requests meanwhile.
+        # and the event loop must go on answering other requests meanwhile (the chunkers give
+        # the GIL up while they tokenize and split: see toolkernel_rag.chunking.encode).
         chunks = await anyio.to_thread.run_sync(split)
         structured = {"chunker": chunker.describe(), "chunks": chunks}
         return ToolResult(

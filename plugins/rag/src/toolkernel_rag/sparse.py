@@ -1,7 +1,7 @@
 """The sparse index beside the vectors: BM25 over Snowball-stemmed terms, kept incrementally.
 
 Every chunk's terms are computed once at ingestion and kept in the catalog. The index is
-term-frequency postings in segments (:mod:`toolkernel_rag.segments`), scored at query time
+term-frequency postings in segments (:mod:`toolkernel_rag.postings`), scored at query time
 with bm25s's ``lucene`` BM25 over the whole live corpus. Only the writer (holding the
 knowledge base's writer lock) saves it under ``sparse/``: when the catalog's generation
 moves it reads only what changed (:meth:`~toolkernel_rag.catalog.Catalog.changes`: chunks
@@ -33,8 +33,8 @@ import numpy as np
 
 from toolkernel.knowledge import ScoredChunk
 from toolkernel_rag.layout import SparseSpec
-from toolkernel_rag.segment_files import SEGMENT_FILE, load_segment, save_segment, write_catalog_segment
-from toolkernel_rag.segments import Segment, SparseState, build_segment
+from toolkernel_rag.postings import Segment, SparseState, build_segment
+from toolkernel_rag.postings_files import SEGMENT_FILE, load_segment, save_segment, write_catalog_segment
 
 if TYPE_CHECKING:
     from toolkernel_rag.catalog import Catalog, Changes

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from toolkernel._logging import get_logger
 from toolkernel_rag.catalog import Catalog
 from toolkernel_rag.dense import VectorMatrix
-from toolkernel_rag.segments import SparseState
+from toolkernel_rag.postings import SparseState
 
 if TYPE_CHECKING:
     from toolkernel_rag.kb import KnowledgeBase
