@@ -361,7 +361,9 @@ async def test_hook_register_shared_state(kernel_with):
         assert heard == [{"t": "hello"}]
         await state.sessions.drop("s1")
         assert await state.sessions.load("s1") is None
-    with pytest.raises(ConfigError, match=r"no installed plugin serves nats:// URLs; known: memory://, tenant://"):
+    with pytest.raises(
+        ConfigError, match=r"no installed plugin serves nats:// URLs; known: memory://, tenant://"
+    ):
         kernel.shared_state("nats://127.0.0.1")
 
 
@@ -1593,6 +1595,8 @@ async def test_vector_stores_sqlite_example_configured_from_toml(tmp_path):
     in_memory = kernel.vector_store("sqlite", path=":memory:")  # the call's options win
     assert await in_memory.list_indexes() == []
     await in_memory.aclose()
+
+
 # -- tasks, roots and sampling parameters, pagination ---------------------------------------------
 
 TASKS = "io.modelcontextprotocol/tasks"

@@ -66,9 +66,12 @@ def test_each_plugin_installs_alone_and_passes_its_tests(tmp_path: Path) -> None
         )
         assert run.returncode == 0, f"toolkernel-{name}'s tests in its own venv:\n{run.stdout[-4000:]}"
         assert " passed" in run.stdout.splitlines()[-1]
-        assert f"{tmp_path / name}" in subprocess.run(
-            [str(python), "-c", f"import toolkernel_{name}; print(toolkernel_{name}.__file__)"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout  # the installed wheel was tested, not the checkout's source
+        assert (
+            f"{tmp_path / name}"
+            in subprocess.run(
+                [str(python), "-c", f"import toolkernel_{name}; print(toolkernel_{name}.__file__)"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout
+        )  # the installed wheel was tested, not the checkout's source

@@ -518,7 +518,9 @@ async def test_register_shared_state(kernel_with):
     assert kernel.shared_state("tenant://b") is not state
     async with state.run():
         assert await state.secret("k") == await state.secret("k")
-    with pytest.raises(ConfigError, match=r"no installed plugin serves nosuch:// URLs; known: memory://, tenant://"):
+    with pytest.raises(
+        ConfigError, match=r"no installed plugin serves nosuch:// URLs; known: memory://, tenant://"
+    ):
         kernel.shared_state("nosuch://x")
     with pytest.raises(ConfigError, match="expected a URL"):
         kernel.shared_state("tenant")

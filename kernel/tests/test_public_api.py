@@ -304,6 +304,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
         "ScoredChunk",
         "SeedSource",
         "ServedSearch",
+        "StateSegment",
     ],
     "toolkernel.matching_store": [
         "MatchingStore",
@@ -518,6 +519,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
     "toolkernel.wire": [
         "answering",
         "encode_message",
+        "encode_result",
         "misplaced_id",
         "refusal",
         "too_long",

@@ -85,7 +85,7 @@ def build(
         for i, t, x in zip(data.doc_ids, data.titles, data.texts, strict=True)
     ]
     graph = ChunkGraph(settings)
-    graph.apply(chunks, [extract(x) for x in data.texts])
+    graph.add_chunks(chunks, [extract(x) for x in data.texts])
     graph.adjacency()
     return graph, time.perf_counter() - started
 

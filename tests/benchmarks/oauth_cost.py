@@ -37,6 +37,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+
+from http_transports import read_response  # noqa: E402 - the benchmarks' one HTTP/1.1 answer reader
+
 RESULTS = HERE / "results" / "oauth.json"
 ISSUER = "https://issuer.bench"
 
@@ -59,7 +63,7 @@ def _token(key: Any, audience: str) -> str:
 
     now = int(time.time())
     claims = {"iss": ISSUER, "sub": "bench", "aud": audience, "iat": now, "exp": now + 3600, "scope": "mcp"}
-    return jwt.encode({"alg": "RS256", "kid": "bench"}, claims, key)
+    return jwt.encode({"alg": "RS256", "kid": "bench", "typ": "at+jwt"}, claims, key)  # RFC 9068
 
 
 def _config(jwks: dict[str, Any], path: Path) -> None:
@@ -118,11 +122,7 @@ async def _load(port: int, token: str, clients: int, duration: float) -> tuple[i
                     b'"params":{"name":"echo","arguments":{"text":"%s"}}}' % (request_id, text.encode())
                 )
                 writer.write(b"%scontent-length: %d\r\n\r\n%s" % (head, len(body), body))
-                raw = await reader.readuntil(b"\r\n\r\n")
-                headers = raw.decode("latin-1").lower()
-                status = int(headers.split(" ", 2)[1])
-                length = int(headers.split("content-length:", 1)[1].split("\r\n", 1)[0])
-                answer = await reader.readexactly(length)
+                status, _, answer = await read_response(reader)
                 if status != 200 or text.encode() not in answer:
                     errors.append(f"HTTP {status}: {answer[:120]!r}")
                     return

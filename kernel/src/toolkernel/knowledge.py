@@ -24,7 +24,11 @@ State the extension persists goes through :meth:`KBContext.save_state` and comes
 :meth:`KBContext.load_state`: named blobs the knowledge base keeps wherever it keeps itself (files
 in its directory on the embedded backend, a table of its schema on PostgreSQL), so deleting the
 knowledge base deletes them too, and a server on another host reads what a writer saved.
-:attr:`KBContext.directory` remains for extensions whose knowledge bases are directories.
+State that grows with the corpus goes in *segments* instead (:meth:`KBContext.append_segment`,
+:meth:`KBContext.load_segments`, :meth:`KBContext.replace_segments`): each batch writes only what
+it changed, so a writer never holds nor rewrites the whole index, and a server reads only the
+segments it has not seen. :attr:`KBContext.directory` remains for extensions whose knowledge
+bases are directories.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ __all__ = [
     "ScoredChunk",
     "SeedSource",
     "ServedSearch",
+    "StateSegment",
 ]
 
 
@@ -179,6 +184,43 @@ class KBContext(Protocol):
         returns its new version. Writers that catch this extension up hold a lock while they
         do, so two ingests never interleave their saves."""
 
+    async def append_segment(self, key: str, data: bytes) -> int:
+        """Add ``data`` as the newest segment of the segmented state ``key``, atomically (readers
+        see it whole or not at all); returns its sequence number, greater than every earlier one.
+
+        A segment holds what one batch changed; it should replace what it names (documents,
+        chunks) rather than add to it, so that reading a segment twice does no harm
+        (:meth:`replace_segments` relies on it). Only the writer that holds this extension's
+        lock appends."""
+
+    async def load_segments(self, key: str, *, after: int = 0) -> list[StateSegment]:
+        """The segments of ``key`` numbered above ``after``, oldest first (``[]``: nothing new, or
+        no such state): a server that read up to ``after`` reads only what came since."""
+
+    async def replace_segments(self, key: str, first: int, last: int, data: bytes) -> None:
+        """Replace the segments of ``key`` numbered ``first`` to ``last`` with one segment holding
+        ``data`` (what they held, merged), numbered ``last``, atomically: compaction.
+
+        A reader that had read some of them reads the merged segment again, which is why
+        segments must be safe to replay. The writer holding this extension's lock calls it."""
+
+    async def generation(self) -> int:
+        """The knowledge base's generation: it moves on whenever documents are written or an
+        extension's state is published, and stays put while a writer catches extensions up, so
+        an extension can tell which of its records were computed against which documents."""
+
+    async def nearest(
+        self,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        *,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[list[ScoredChunk]]:
+        """For each of ``vectors``, the ``top_k`` stored chunks most similar to it (cosine, best
+        first), found by the knowledge base itself — its store's search, or a writer's scan of
+        its own vectors — so an extension needs no copy of the vectors to find a chunk's
+        neighbours. Ask for a batch at once: a backend may share one scan among them."""
+
     @property
     def embedder(self) -> str:
         """The ``provider/model`` the knowledge base embeds with."""
@@ -207,6 +249,15 @@ class ExtensionState:
     """Changes whenever the blob is replaced: compare it to know whether to reload."""
     data: bytes | None
     """The blob; ``None`` when it is still the version the caller said it holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateSegment:
+    """One segment of an extension's segmented state (:meth:`KBContext.load_segments`)."""
+
+    sequence: int
+    """Its number: segments are applied in this order, and a reader remembers the last it read."""
+    data: bytes
 
 
 @runtime_checkable

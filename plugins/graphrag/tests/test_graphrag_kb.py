@@ -76,7 +76,7 @@ async def test_ingestion_builds_the_graph_and_search_walks_it(tmp_path):
     ) as kb:
         await ingest(kb, [str(docs)])
         assert kb.modes == ["hybrid", "dense", "sparse", "graph", "mastra"]
-    assert (tmp_path / "kb" / "extensions" / "graph" / "graph.npz").exists()
+    assert list((tmp_path / "kb" / "extensions" / "graph" / "graph.segments").iterdir())
     found = await search(where, {"query": QUESTION, "mode": "graph"})
     assert found[:2] == ["kiss.md", "temple.md"]
     # Mastra's walk is seeded by the query: the same call ranks the same way.
@@ -211,3 +211,24 @@ async def test_search_options_reach_an_extensions_mode_and_no_built_in_one(tmp_p
         walked = await kb.search(QUESTION, mode="mastra", top_k=3, options={"threshold": 1.0})
         dense = await kb.search(QUESTION, mode="dense", top_k=3)
         assert [h.chunk.id for h in walked] == [h.chunk.id for h in dense]
+
+
+@pytest.mark.anyio
+async def test_an_ingest_appends_only_what_it_changed_and_rewrites_nothing(tmp_path):
+    from toolkernel_graphrag import segments
+    from toolkernel_graphrag.settings import GraphSettings
+
+    where = await ingested(tmp_path)
+    folder = tmp_path / "kb" / "extensions" / "graph" / "graph.segments"
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    (tmp_path / "docs" / "accra.md").write_text("# Accra\n\nAccra is the capital of Ghana.\n")
+    async with await KnowledgeBase.open(where, kernel=kernel(), writable=True) as kb:
+        await ingest(kb, [str(tmp_path / "docs")])
+    after = {p.name: p.read_bytes() for p in folder.iterdir()}
+    # The graph was not saved again whole: the earlier segment is untouched, the new one holds
+    # the new document alone.
+    assert {name: after[name] for name in before} == before
+    [new] = [data for name, data in after.items() if name not in before]
+    lines = segments.decode(new, GraphSettings(), "new").lines
+    assert [line.document_id for line in lines] == ["docs/accra.md"]
+    assert "accra.md" in await search(where, {"query": "What is the capital of Ghana?", "mode": "graph"})

@@ -86,6 +86,10 @@ def test_ingest_memory_stays_under_the_bound_at_300_and_30000_documents(tmp_path
     # The knowledge base's own parts (catalog, store, BM25 index) hold no more for 100 times the
     # documents: the large ingest peaks within 10 % of the small one.
     assert peaks["no extensions"] <= 1.10
+    # GraphRAG's writer appends each batch as a segment instead of holding the graph and saving
+    # it whole (2.51x before, 1.17x measured now): what still grows is the catch-up's map of
+    # every document's hash. The 10 % is not reached with the graph yet.
+    assert peaks["graph"] <= 1.25
 
 
 def test_the_bm25_index_built_from_term_ids_scores_as_from_tokens() -> None:

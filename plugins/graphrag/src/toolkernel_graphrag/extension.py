@@ -3,12 +3,15 @@
 (Mastra's similarity graph and random walks, for comparison), and adds Mastra's ``graph_rag``
 tool to the knowledge base's server.
 
-Ingestion hands over every chunk of each changed document and the ids of deleted ones; the
-graph replaces what it held for those documents and is saved as the knowledge base's state of
-this extension after every batch (:meth:`KBContext.save_state`: a file in the embedded
-knowledge base, a row in PostgreSQL), so a killed run loses nothing the knowledge base will
-not deliver again. A server checks the saved version at most every :data:`REFRESH_SECONDS`
-and reloads the graph when a writer replaced it.
+Ingestion hands over every chunk of each changed document and the ids of deleted ones. The
+writer does not hold the graph: for each batch it finds every chunk's entity keys and its
+nearest neighbours (a search of the knowledge base's own dense index, :meth:`KBContext.nearest`)
+and appends what the batch changed as one segment of the extension's segmented state
+(:meth:`KBContext.append_segment`: a file in the embedded knowledge base, a row in
+PostgreSQL), so a killed run loses nothing the knowledge base will not deliver again, and its
+memory does not grow with the corpus. Every :data:`MERGE_WINDOW` segments it merges the ones it
+wrote into one. A server assembles the graph from the segments and, at most every
+:data:`REFRESH_SECONDS`, reads the segments written since.
 """
 
 from __future__ import annotations
@@ -17,15 +20,18 @@ import json
 import math
 import time
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 import anyio.to_thread
 import numpy as np
 import numpy.typing as npt
 
-from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
-from toolkernel_graphrag.graph import ChunkGraph, ChunkInput, GraphStateError
+from toolkernel.knowledge import ChunkRecord, IngestBatch, KBContext, RetrievalRequest, ScoredChunk
+from toolkernel_graphrag import segments
+from toolkernel_graphrag.graph import ChunkGraph, ChunkInput, entry
+from toolkernel_graphrag.keys import EntityKeys
 from toolkernel_graphrag.mastra import mastra_query
+from toolkernel_graphrag.segments import DocumentLine, GraphStateError, Segment
 from toolkernel_graphrag.settings import GraphSettings, MastraSettings, WalkSettings
 from toolkernel_graphrag.walk import GraphWalker
 
@@ -34,11 +40,21 @@ if TYPE_CHECKING:
     from toolkernel.knowledge import ServedSearch
     from toolkernel.tools import Tool
 
-GRAPH_KEY = "graph.npz"
-"""The state key the graph is saved under (the file name it always had in a KB directory)."""
+GRAPH_KEY = "graph"
+"""The segmented state the graph is kept in (``extensions/graph/graph.segments/`` in a KB directory)."""
+
+LEGACY_KEY = "graph.npz"
+"""Where the graph was one blob before segments: read when there are no segments, migrated by a writer."""
 
 REFRESH_SECONDS = 1.0
-"""How often a server asks whether a writer saved a newer graph."""
+"""How often a server asks whether a writer appended segments."""
+
+MERGE_WINDOW = 32
+"""Segments a writer merges into one once it has written that many (a merge holds their text)."""
+
+CANDIDATES = 2
+"""Neighbours kept per chunk, in multiples of ``knn``: the extra ones complete other chunks' lists
+(a chunk written later that is closer to one of them than its own list's last)."""
 
 FILTER_CACHE = 32
 """Filters whose allowed-chunk masks are kept between queries (a server's mandatory filter repeats)."""
@@ -55,6 +71,19 @@ def _source(metadata: Mapping[str, Any]) -> str | None:
         if value:
             return str(value)
     return None
+
+
+def chunk_input(record: ChunkRecord) -> ChunkInput:
+    """A stored chunk as the graph reads it."""
+    return ChunkInput(
+        id=record.id,
+        document_id=record.document_id,
+        text=record.text,
+        title=_title(record.metadata),
+        source=_source(record.metadata),
+        metadata=dict(record.metadata),
+        vector=record.vector,
+    )
 
 
 class GraphExtension:
@@ -76,8 +105,13 @@ class GraphExtension:
         self.walk = walk or WalkSettings()
         self.mastra = mastra or MastraSettings()
         self._graph: ChunkGraph | None = None
-        self._version: str | None = None
+        self._sequence = 0
+        """The last segment the loaded graph holds."""
         self._checked = -math.inf
+        self._keys = EntityKeys(self.settings)
+        self._written: list[tuple[int, bytes]] = []
+        """Segments this writer appended since its last merge (at most :data:`MERGE_WINDOW`)."""
+        self._migrated = False
         self._walker: GraphWalker | None = None
         self._masks: dict[str, npt.NDArray[np.bool_]] = {}
         self._lock = anyio.Lock()
@@ -90,34 +124,83 @@ class GraphExtension:
         return self._graph
 
     async def refresh(self, *, force: bool = False) -> ChunkGraph:
-        """The saved graph, reloaded when a writer replaced it (checked every :data:`REFRESH_SECONDS`)."""
+        """The graph with every segment a writer appended (checked every :data:`REFRESH_SECONDS`).
+
+        Only segments not yet read are read; they are decoded in a worker thread and applied
+        here, between two awaits, so a query never sees a graph half updated.
+        """
         now = time.monotonic()
         if self._graph is not None and not force and now - self._checked < REFRESH_SECONDS:
             return self._graph
-        state = await self.context.load_state(GRAPH_KEY, unless=self._version)
         self._checked = now
-        if state is None:
-            if self._graph is None or self._version is not None:
-                self._install(ChunkGraph(self.settings), None)
-        elif state.data is not None:
-            data, where = state.data, self._where()
-            try:
-                graph = await anyio.to_thread.run_sync(lambda: ChunkGraph.loads(data, self.settings, where))
-            except GraphStateError as exc:
-                # Rebuilt from the catalog by kb repair; re-ingesting does nothing (the catalog
-                # says every document is already in the graph).
-                raise GraphStateError(
-                    f"{str(exc).split('; rebuild')[0]}: run 'toolkernel kb repair --kb {self._kb_argument()}'"
-                ) from None
-            self._install(graph, state.version)
-        return self.graph
+        found = await self.context.load_segments(GRAPH_KEY, after=self._sequence)
+        if self._graph is None and not found and self._sequence == 0:
+            legacy = await self._legacy()
+            if legacy is not None:
+                found_lines = legacy
+                graph = ChunkGraph(self.settings)
+                graph.apply([c for line in found_lines for c in line.chunks or ()])
+                self._install(graph)
+                return graph
+        decoded = await anyio.to_thread.run_sync(self._decode, [(s.sequence, s.data) for s in found])
+        graph = self._graph if self._graph is not None else ChunkGraph(self.settings)
+        for sequence, segment in decoded:
+            covers = segment.first if segment.first is not None else sequence
+            if covers > self._sequence + 1:
+                self._refuse(
+                    GraphStateError(
+                        f"{self._where()}: segments {self._sequence + 1} to {covers - 1} are missing"
+                    )
+                )
+            for line in segment.lines:
+                graph.apply(line.chunks or (), delete_documents=(line.document_id,))
+            self._sequence = sequence
+        if graph is not self._graph:
+            self._install(graph)
+        elif decoded:
+            self.walker.invalidate()
+            self._masks.clear()
+        return graph
 
-    def _where(self) -> str:
-        """The saved graph, as an error names it: its file when the knowledge base is a directory."""
+    def _decode(self, found: list[tuple[int, bytes]]) -> list[tuple[int, Segment]]:
+        out = []
+        for sequence, data in found:
+            try:
+                out.append((sequence, segments.decode(data, self.settings, self._where(sequence))))
+            except GraphStateError as exc:
+                self._refuse(exc)
+        return out
+
+    async def _legacy(self) -> list[DocumentLine] | None:
+        """The lines of a graph saved whole before segments (``graph.npz``), ``None`` if there is none."""
+        state = await self.context.load_state(LEGACY_KEY)
+        if state is None or not state.data:
+            return None
+        data = state.data
         try:
-            return str(self.context.directory / GRAPH_KEY)
+            return await anyio.to_thread.run_sync(
+                lambda: segments.legacy_lines(data, self.settings, self._where(legacy=True))
+            )
+        except GraphStateError as exc:
+            self._refuse(exc)
+
+    def _refuse(self, exc: GraphStateError) -> Never:
+        """Raise ``exc`` as one line naming the command that rebuilds the graph from the catalog
+        (re-ingesting does nothing: the catalog says every document is already in the graph)."""
+        raise GraphStateError(f"{exc}: run 'toolkernel kb repair --kb {self._kb_argument()}'") from None
+
+    def _where(self, sequence: int | None = None, *, legacy: bool = False) -> str:
+        """The saved graph (or one segment of it) as an error names it: a path when the knowledge
+        base is a directory."""
+        try:
+            directory = self.context.directory
         except Exception:
-            return f"the graph of knowledge base {self.context.name!r}"
+            what = "the graph" if sequence is None else f"segment {sequence} of the graph"
+            return f"{what} of knowledge base {self.context.name!r}"
+        if legacy:
+            return str(directory / LEGACY_KEY)
+        folder = directory / f"{GRAPH_KEY}.segments"
+        return str(folder if sequence is None else folder / f"{sequence:016d}")
 
     def _kb_argument(self) -> str:
         """What ``--kb`` takes to reach this knowledge base: its directory, else its name."""
@@ -126,8 +209,8 @@ class GraphExtension:
         except Exception:
             return self.context.name
 
-    def _install(self, graph: ChunkGraph, version: str | None) -> None:
-        self._graph, self._version = graph, version
+    def _install(self, graph: ChunkGraph) -> None:
+        self._graph = graph
         self._walker = GraphWalker(graph, self.walk)
         self._masks.clear()
 
@@ -140,35 +223,68 @@ class GraphExtension:
         return self._walker
 
     async def on_ingest(self, batch: IngestBatch) -> None:
-        """Replace the chunks of every upserted document, drop deleted documents, save."""
+        """Append one segment: the keys and neighbours of every chunk of the upserted documents,
+        and the deleted documents; merge this writer's segments every :data:`MERGE_WINDOW`."""
         records = [chunk for document in batch.upserted for chunk in document.chunks]
         surfaces = await self.extractor.extract([r.text for r in records]) if records else []
-        chunks = [
-            ChunkInput(
-                id=r.id,
-                document_id=r.document_id,
-                text=r.text,
-                title=_title(r.metadata),
-                source=_source(r.metadata),
-                metadata=dict(r.metadata),
-                vector=r.vector,
-            )
-            for r in records
-        ]
-        replaced = set(batch.deleted) | {d.document_id for d in batch.upserted}
         async with self._lock:
-            # Start from what the last writer saved: the caller holds this extension's write lock.
-            graph = await self.refresh(force=True)
+            # The caller holds this extension's write lock: segments are appended one writer at a time.
+            await self._migrate()
+            generation = await self.context.generation()
+            entries: dict[str, list[Any]] = {d.document_id: [] for d in batch.upserted}
+            chunks = [chunk_input(r) for r in records]
+            neighbours = await self._neighbours(chunks)
+            for chunk, found, near in zip(chunks, surfaces, neighbours, strict=True):
+                entries[chunk.document_id].append(entry(chunk, found, self._keys, near, generation))
+            lines = [DocumentLine(d, None) for d in batch.deleted if d not in entries]
+            lines += [DocumentLine(d, tuple(chunks)) for d, chunks in entries.items()]
+            data = segments.encode(self.settings, lines)
+            sequence = await self.context.append_segment(GRAPH_KEY, data)
+            self._written.append((sequence, data))
+            self._checked = -math.inf  # a search in this process reads the new segment at once
+            if len(self._written) >= MERGE_WINDOW:
+                await self._merge_written()
 
-            def apply() -> bytes:
-                # The matrix is assembled when a query first needs it, not after every batch.
-                graph.apply(chunks, surfaces, delete_documents=replaced)
-                return graph.dumps()
+    async def _neighbours(self, chunks: list[ChunkInput]) -> list[list[tuple[str, float]]]:
+        """Each chunk's nearest chunks, found by the knowledge base itself (one request for the
+        batch), ``CANDIDATES * knn`` of them, by similarity (rounded) then chunk id."""
+        k = self.settings.knn
+        if k == 0 or not chunks:
+            return [[] for _ in chunks]
+        missing = [c.id for c in chunks if c.vector is None]
+        if missing:
+            raise ValueError(
+                f"every chunk needs a vector (similarity edges, knn={k}); none for {missing[:3]}"
+            )
+        hits = await self.context.nearest([c.vector or () for c in chunks], CANDIDATES * k + 1)
+        out = []
+        for chunk, found in zip(chunks, hits, strict=True):
+            near = [(h.id, round(h.score, segments.SIMILARITY_DECIMALS)) for h in found if h.id != chunk.id]
+            near.sort(key=lambda n: (-n[1], n[0]))
+            out.append(near[: CANDIDATES * k])
+        return out
 
-            data = await anyio.to_thread.run_sync(apply)
-            self._version = await self.context.save_state(GRAPH_KEY, data)
-            self.walker.invalidate()
-            self._masks.clear()
+    async def _merge_written(self) -> None:
+        """Merge the segments this writer appended into one, if no other writer appended between them."""
+        written, self._written = self._written, []
+        sequences = [sequence for sequence, _ in written]
+        if len(written) < 2 or sequences != list(range(sequences[0], sequences[-1] + 1)):
+            return
+        where = self._where(sequences[0])
+        merged = segments.merge(self.settings, [data for _, data in written], sequences[0], where)
+        await self.context.replace_segments(GRAPH_KEY, sequences[0], sequences[-1], merged)
+
+    async def _migrate(self) -> None:
+        """A writer's first batch: a graph saved whole before segments becomes the first segment."""
+        if self._migrated:
+            return
+        self._migrated = True
+        legacy = await self._legacy()
+        if legacy is None:
+            return
+        if not await self.context.load_segments(GRAPH_KEY, after=0):  # not migrated by a killed run
+            await self.context.append_segment(GRAPH_KEY, segments.encode(self.settings, legacy))
+        await self.context.save_state(LEGACY_KEY, b"")
 
     def _allowed(self, filter: Mapping[str, Any] | None) -> npt.NDArray[np.bool_] | None:
         """Which chunk rows satisfy the effective filter (``None``: all of them)."""
@@ -217,22 +333,27 @@ class GraphExtension:
         random walks with restart from each (seeded by the query, so repeatable)."""
         defaults = self.mastra.model_dump(by_alias=True)
         options = MastraSettings.model_validate({**defaults, **dict(request.options)})
-        query = np.asarray(await request.query_vector(), dtype=np.float32)
+        query = await request.query_vector()
         graph = await self.refresh()
-        slots, vectors = graph.nearest(query, request.top_k, self._allowed(request.filter))
-        if not len(slots):
+        [hits] = await self.context.nearest([query], request.top_k, filter=request.filter)
+        ids = [h.id for h in hits if graph.slot(h.id) is not None]
+        if not ids:
             if not len(graph) and await request.seeds(1):
                 raise self._empty_graph()
             return []
-        hits = mastra_query(
+        stored = {c.id: c.vector for c in await self.context.load_chunks(ids, include_vectors=True)}
+        ids = [i for i in ids if stored.get(i) is not None]
+        vectors = np.asarray([stored[i] for i in ids], dtype=np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        hits_walked = mastra_query(
             vectors,
-            query.tolist(),
+            query,
             top_k=request.top_k,
             random_walk_steps=options.random_walk_steps,
             restart_prob=options.restart_prob,
             threshold=options.threshold,
         )
-        return [ScoredChunk(graph.chunk_at(int(slots[h.index])) or "", h.score) for h in hits]
+        return [ScoredChunk(ids[h.index], h.score) for h in hits_walked]
 
     def tools(self, search: ServedSearch) -> Sequence[Tool]:
         """``graph_rag``, Mastra's GraphRAG tool, over the server's search in ``mastra`` mode."""
@@ -241,9 +362,11 @@ class GraphExtension:
         return [graph_rag_tool(search, self.mastra)]
 
     async def aclose(self) -> None:
-        """Nothing stays open: the graph is saved after every batch."""
+        """Merge what this writer appended since its last merge; drop the graph."""
+        if self._written:
+            await self._merge_written()
         self._graph = None
-        self._version = None
+        self._sequence = 0
         self._walker = None
 
 

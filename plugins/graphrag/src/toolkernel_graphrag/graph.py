@@ -8,71 +8,46 @@ document frequency, so an entity every chunk names ("American") links nothing wh
 one links strongly. Similarity edges join each chunk to its nearest neighbours by cosine, with
 a small weight: they restate what the vectors know and only break ties.
 
-Every change goes through :meth:`ChunkGraph.apply`, which adds, replaces and removes chunks by
-id; the matrix is then reassembled from per-chunk state, so a graph updated incrementally
-equals, edge for edge, one built from scratch on the same chunks.
+A server builds this graph from the segments ingestion wrote (:mod:`toolkernel_graphrag.segments`):
+every change goes through :meth:`ChunkGraph.apply`, which replaces and removes whole documents,
+and the matrix is reassembled from per-chunk state, so the order segments arrive in does not
+matter. Each chunk brings the neighbours the knowledge base's dense index found for it; a
+chunk's list is completed from the chunks that found *it* (a neighbour found after it was
+written), and an entry to a chunk rewritten since is dropped.
 """
 
 from __future__ import annotations
 
-import io
-import json
-import os
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from toolkernel.errors import ToolkernelError
-from toolkernel_graphrag.links import document_keys, extract_links
-from toolkernel_graphrag.normalise import Normalisation, normalise
-from toolkernel_graphrag.phrases import sub_phrases
+from toolkernel_graphrag.keys import ChunkInput, EntityKeys
+from toolkernel_graphrag.normalise import Normalisation
+from toolkernel_graphrag.segments import GraphEntry, GraphStateError
 from toolkernel_graphrag.settings import GraphSettings
-
-FORMAT_VERSION = 1
-KEY_MEMO = 1_000_000
-"""Surface forms whose keys are remembered (names repeat across chunks; normalising is the slow part)."""
-SIMILARITY_DECIMALS = 4
-"""Cosine similarities are rounded so that matrix products of any shape give the same kNN lists."""
-KNN_SAMPLE = 1024
-"""Columns sampled per block to bound each row's k-th best similarity from below (kNN candidates)."""
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
-Vectors = npt.NDArray[np.float32]
-
-
-class GraphStateError(ToolkernelError, RuntimeError):
-    """The persisted graph cannot be read: missing, from another format version, or inconsistent."""
-
-
-@dataclass(frozen=True)
-class ChunkInput:
-    """A chunk as the graph needs it: its text, its document, and what a filter may test."""
-
-    id: str
-    document_id: str
-    text: str
-    title: str | None = None
-    source: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    vector: Sequence[float] | None = None
 
 
 @dataclass
 class _Slot:
-    chunk_id: str
-    document_id: str
-    metadata: dict[str, Any]
+    entry: GraphEntry
     entities: list[int]
     titles: list[int]
-    metadata_json: str | None = None
-    """``metadata`` as saved, encoded on the first save: later saves re-encode only new chunks."""
+
+    @property
+    def chunk_id(self) -> str:
+        return self.entry.id
+
+    @property
+    def document_id(self) -> str:
+        return self.entry.document_id
 
 
 class ChunkGraph:
@@ -80,19 +55,16 @@ class ChunkGraph:
 
     def __init__(self, settings: GraphSettings | None = None) -> None:
         self.settings = settings or GraphSettings()
+        self.keys = EntityKeys(self.settings)
         self._slots: list[_Slot | None] = []
         self._slot_of: dict[str, int] = {}
+        self._document_slots: dict[str, list[int]] = {}
         self._free: list[int] = []
         self._entity_keys: list[str] = []
         self._entity_of: dict[str, int] = {}
         self._df: list[int] = []
         self._title_df: list[int] = []
-        self._vectors: Vectors | None = None
-        self._knn: IntArray | None = None
-        self._knn_sim: npt.NDArray[np.float32] | None = None
         self._adjacency: sp.csr_array | None = None
-        self._keys_of: dict[str, tuple[str, ...]] = {}
-        self._key_of: dict[str, str] = {}
         self._entity_node: IntArray = np.zeros(0, dtype=np.int64)
         self._postings: sp.csr_array | None = None
         # Chunk-entity pairs of every placed chunk, appended in placement order; a released chunk's
@@ -102,9 +74,6 @@ class ChunkGraph:
         self._pair_alive = np.zeros(0, dtype=bool)
         self._pairs_of: dict[int, tuple[int, int]] = {}
         self._pending: list[tuple[int, list[int]]] = []
-        # Entity keys only grow: the saved list is kept encoded, and a save encodes only new keys.
-        self._entities_json: list[str] = []
-        self._entities_encoded = 0
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -143,7 +112,7 @@ class ChunkGraph:
     def metadata(self, slot: int) -> Mapping[str, Any]:
         """What a filter tests for the chunk in ``slot``."""
         entry = self._slots[slot]
-        return entry.metadata if entry is not None else {}
+        return entry.entry.metadata if entry is not None else {}
 
     def entities(self, chunk_id: str) -> list[str]:
         """The entity keys of a chunk, sorted."""
@@ -177,98 +146,66 @@ class ChunkGraph:
 
     def key(self, surface: str) -> str:
         """The entity key of a surface form under this graph's normalisation and aliases (memoised)."""
-        found = self._key_of.get(surface)
-        if found is None:
-            found = normalise(surface, self.settings.normalisation, self.settings.alias_keys())
-            if len(self._key_of) < KEY_MEMO:
-                self._key_of[surface] = found
-        return found
-
-    def keys(self, surface: str) -> tuple[str, ...]:
-        """The keys a surface form links under: its own and, with ``subphrases``, those of its
-        shorter runs ("President Richard Nixon" also links as "Richard Nixon"), memoised."""
-        found = self._keys_of.get(surface)
-        if found is None:
-            spans = sub_phrases(surface) if self.settings.subphrases else [surface]
-            found = tuple(dict.fromkeys(k for k in map(self.key, spans) if k))
-            if len(self._keys_of) < KEY_MEMO:
-                self._keys_of[surface] = found
-        return found
-
-    def title_keys(self, title: str) -> tuple[str, ...]:
-        """The keys a document's title answers to: the title, and its head before a comma
-        ("Summerlin, Nevada" is also "Summerlin", the way encyclopaedias disambiguate places)."""
-        heads = [title]
-        if "," in title:
-            heads.append(title.split(",", 1)[0])
-        return tuple(dict.fromkeys(k for k in map(self.key, heads) if k))
+        return self.keys.key(surface)
 
     # -- changing --------------------------------------------------------------------------
 
-    def apply(
-        self,
-        upserts: Sequence[ChunkInput] = (),
-        surfaces: Sequence[Sequence[str]] = (),
-        *,
-        delete_chunks: Iterable[str] = (),
-        delete_documents: Iterable[str] = (),
-    ) -> None:
-        """Remove chunks (by id or by document), then add or replace ``upserts``.
-
-        ``surfaces[i]`` are the entity surface forms an extractor found in ``upserts[i]``.
-        A chunk that is already present is replaced, which is how an edited document comes in.
-        """
-        if len(surfaces) != len(upserts):
-            raise ValueError(f"{len(upserts)} chunks but {len(surfaces)} entity lists")
-        documents = set(delete_documents)
-        gone = {cid for cid in delete_chunks if cid in self._slot_of}
-        if documents:
-            gone |= {e.chunk_id for e in self._slots if e is not None and e.document_id in documents}
-        gone |= {c.id for c in upserts if c.id in self._slot_of}
-        freed = sorted(self._slot_of[cid] for cid in gone)
+    def apply(self, upserts: Sequence[GraphEntry] = (), *, delete_documents: Iterable[str] = ()) -> None:
+        """Remove every chunk of ``delete_documents`` and of the documents ``upserts`` belong to,
+        then add ``upserts``: a document's chunks always replace what was held for it."""
+        documents = set(delete_documents) | {e.document_id for e in upserts}
+        freed = sorted(s for d in documents for s in self._document_slots.pop(d, ()))
+        gone = {e.id for e in upserts if e.id in self._slot_of} - {self.chunk_at(s) for s in freed}
+        freed += [self._slot_of[cid] for cid in gone]  # a chunk id moved to another document
         for slot in freed:
             self._release(slot)
-        added = [self._place(chunk, found) for chunk, found in zip(upserts, surfaces, strict=True)]
-        if self.settings.knn > 0 or any(c.vector is not None for c in upserts):
-            self._store_vectors(freed, added, upserts)
-        if self.settings.knn > 0:
-            self._update_neighbours(freed, added)
+        for entry in upserts:
+            self._place(entry)
         self._adjacency = None
 
+    def add_chunks(self, chunks: Sequence[ChunkInput], surfaces: Sequence[Sequence[str]]) -> list[GraphEntry]:
+        """Entries for ``chunks`` (``surfaces[i]``: the entity surface forms found in chunk ``i``),
+        without neighbours, applied to this graph and returned: how tests and tools build a graph
+        in memory."""
+        if len(surfaces) != len(chunks):
+            raise ValueError(f"{len(chunks)} chunks but {len(surfaces)} entity lists")
+        entries = [entry(c, found, self.keys) for c, found in zip(chunks, surfaces, strict=True)]
+        self.apply(entries)
+        return entries
+
     def _release(self, slot: int) -> None:
-        entry = self._slots[slot]
-        assert entry is not None
-        for e in entry.entities:
+        held = self._slots[slot]
+        assert held is not None
+        for e in held.entities:
             self._df[e] -= 1
-        for e in entry.titles:
+        for e in held.titles:
             self._title_df[e] -= 1
-        del self._slot_of[entry.chunk_id]
+        del self._slot_of[held.chunk_id]
+        others = self._document_slots.get(held.document_id)
+        if others is not None and slot in others:
+            others.remove(slot)
         self._slots[slot] = None
         self._flush_pairs()
         start, count = self._pairs_of.pop(slot)
         self._pair_alive[start : start + count] = False
         self._free.append(slot)
 
-    def _place(self, chunk: ChunkInput, surfaces: Sequence[str]) -> int:
-        keys = {k for surface in surfaces for k in self.keys(surface)}
-        title_keys = self.title_keys(chunk.title) if chunk.title else ()
-        keys.update(title_keys)
-        keys.update(extract_links(chunk.text))
-        keys.update(document_keys(chunk.document_id, chunk.source))
-        entities = sorted(self._entity(k) for k in keys)
-        titles = sorted(self._entity_of[k] for k in set(title_keys))
+    def _place(self, entry: GraphEntry) -> int:
+        entities = sorted(self._entity(k) for k in entry.entities)
+        titles = sorted(self._entity(k) for k in entry.titles)
         for e in entities:
             self._df[e] += 1
         for e in titles:
             self._title_df[e] += 1
         self._free.sort()
         slot = self._free.pop(0) if self._free else len(self._slots)
-        entry = _Slot(chunk.id, chunk.document_id, dict(chunk.metadata), entities, titles)
+        held = _Slot(entry, entities, titles)
         if slot == len(self._slots):
-            self._slots.append(entry)
+            self._slots.append(held)
         else:
-            self._slots[slot] = entry
-        self._slot_of[chunk.id] = slot
+            self._slots[slot] = held
+        self._slot_of[entry.id] = slot
+        self._document_slots.setdefault(entry.document_id, []).append(slot)
         self._pending.append((slot, entities))
         return slot
 
@@ -310,164 +247,6 @@ class ChunkGraph:
             self._title_df.append(0)
         return index
 
-    # -- similarity edges ------------------------------------------------------------------
-
-    def nearest(
-        self, query: Vectors, k: int, allowed: npt.NDArray[np.bool_] | None = None
-    ) -> tuple[IntArray, Vectors]:
-        """The ``k`` live chunk rows (within ``allowed``) whose vectors are most similar to ``query``,
-        most similar first (ties: lower row), and their unit vectors: one product over the rows in
-        place, no copy of every vector."""
-        if self._vectors is None:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        usable = np.fromiter((e is not None for e in self._slots), dtype=bool, count=len(self._slots))
-        usable = usable[: self._vectors.shape[0]]
-        if allowed is not None:
-            usable &= allowed[: len(usable)]
-        rows = np.flatnonzero(usable)
-        sims = (self._vectors @ query)[rows]
-        top = rows[np.argsort(-sims, kind="stable")[:k]]
-        return top, self._vectors[top]
-
-    def _store_vectors(self, freed: list[int], added: list[int], chunks: Sequence[ChunkInput]) -> None:
-        """Keep each chunk's unit vector in its row (similarity edges and Mastra's walk use them)."""
-        missing = [c.id for c in chunks if c.vector is None]
-        if missing:
-            raise ValueError(
-                f"every chunk needs a vector (similarity edges, knn={self.settings.knn}); "
-                f"none for {missing[:3]}"
-            )
-        if self._vectors is None:
-            dimension = len(chunks[0].vector or ())
-            self._vectors = np.zeros((0, dimension), dtype=np.float32)
-        dimension = self._vectors.shape[1]
-        for chunk in chunks:
-            if len(chunk.vector or ()) != dimension:
-                raise ValueError(
-                    f"chunk {chunk.id!r}: vector of dimension {len(chunk.vector or ())}, "
-                    f"the graph holds {dimension}"
-                )
-        self._vectors = _rows(self._vectors, len(self._slots), 0.0)
-        for slot in freed:
-            self._vectors[slot] = 0.0
-        for slot, chunk in zip(added, chunks, strict=True):
-            vector = np.asarray(chunk.vector, dtype=np.float32)
-            norm = float(np.linalg.norm(vector))
-            self._vectors[slot] = vector / norm if norm > 0 else vector
-
-    def _update_neighbours(self, freed: list[int], added: list[int]) -> None:
-        """Keep every live chunk's k nearest neighbours exact after slots were freed and filled."""
-        k = self.settings.knn
-        size = len(self._slots)
-        if self._knn is None or self._knn_sim is None:
-            self._knn = np.full((0, k), -1, dtype=np.int64)
-            self._knn_sim = np.zeros((0, k), dtype=np.float32)
-        self._knn = _rows(self._knn, size, -1)
-        self._knn_sim = _rows(self._knn_sim, size, 0.0)
-        for slot in freed:
-            self._knn[slot] = -1
-            self._knn_sim[slot] = 0.0
-        live = np.array([e is not None for e in self._slots], dtype=bool)
-        changed = set(freed) | set(added)
-        stale = {int(s) for s in np.flatnonzero(np.isin(self._knn, list(changed)).any(axis=1)) if live[s]}
-        # A chunk whose list lost a member is recomputed whole; new chunks too.
-        recompute = sorted((stale | set(added)) & set(np.flatnonzero(live).tolist()))
-        rank = self._id_rank()
-        self._recompute_neighbours(recompute, live, rank)
-        # Every other live chunk may only gain a new chunk as a closer neighbour.
-        others = np.flatnonzero(live & ~np.isin(np.arange(size), recompute))
-        if added and len(others):
-            self._merge_new_neighbours(others, np.array(sorted(added), dtype=np.int64), rank)
-
-    def _id_rank(self) -> IntArray:
-        """Each slot's position in chunk-id order (free slots last): the tie-break of equal similarities."""
-        ids = [e.chunk_id if e is not None else "\U0010ffff" for e in self._slots]
-        rank = np.empty(len(ids), dtype=np.int64)
-        rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-        return rank
-
-    def _store_best(self, slots: IntArray, candidates: IntArray, sims: FloatArray, rank: IntArray) -> None:
-        """Keep the k best candidates per row: higher rounded similarity first, then smaller chunk id."""
-        assert self._knn is not None
-        assert self._knn_sim is not None
-        k = self.settings.knn
-        tiebreak = np.where(candidates >= 0, rank[np.maximum(candidates, 0)], np.iinfo(np.int64).max)
-        order = np.lexsort((tiebreak, -sims), axis=1)[:, :k]
-        best = np.take_along_axis(candidates, order, axis=1)
-        best_sims = np.take_along_axis(sims, order, axis=1)
-        valid = np.isfinite(best_sims) & (best >= 0)
-        width = best.shape[1]
-        self._knn[slots] = -1
-        self._knn_sim[slots] = 0.0
-        self._knn[slots, :width] = np.where(valid, best, -1)
-        self._knn_sim[slots, :width] = np.where(valid, best_sims, 0.0)
-
-    def _recompute_neighbours(self, rows: list[int], live: npt.NDArray[np.bool_], rank: IntArray) -> None:
-        """Each row's k nearest live chunks, exactly, one float32 product per block of rows.
-
-        The k-th best similarity over a sample of the columns is a lower bound of the k-th best
-        over all of them, so every column at least that similar (less the rounding reach) is a
-        candidate: a comparison and a ``nonzero`` over the block instead of selecting within every
-        row, and typically ten times k candidates per row, which are then ordered exactly.
-        """
-        assert self._vectors is not None
-        k = self.settings.knn
-        columns = np.flatnonzero(live)
-        width = min(k, len(columns) - 1)
-        block = 512
-        # Every slot live (a fresh build): the vectors themselves, no copy.
-        live_vectors_t = (self._vectors if len(columns) == len(self._vectors) else self._vectors[columns]).T
-        sample = np.arange(0, len(columns), max(1, len(columns) // KNN_SAMPLE))
-        reach = 2 * 10.0**-SIMILARITY_DECIMALS
-        for start in range(0, len(rows), block):
-            part = np.array(rows[start : start + block], dtype=np.int64)
-            if width <= 0:
-                self._store_best(part, np.full((len(part), 0), -1), np.zeros((len(part), 0)), rank)
-                continue
-            raw = self._vectors[part] @ live_vectors_t
-            own = np.searchsorted(columns, part)
-            raw[np.arange(len(part)), own] = -np.inf  # not its own neighbour (every row is a live column)
-            if len(sample) > width:
-                sampled = raw[:, sample]
-                lower = np.partition(sampled, len(sample) - width, axis=1)[:, len(sample) - width]
-            else:
-                lower = np.full(len(part), -np.inf, dtype=raw.dtype)
-            r, c = np.nonzero(raw >= (lower - reach)[:, None])
-            counts = np.bincount(r, minlength=len(part))
-            offsets = np.arange(len(r)) - np.repeat(np.cumsum(counts) - counts, counts)
-            candidates = np.full((len(part), int(counts.max())), -1, dtype=np.int64)
-            sims = np.full(candidates.shape, -np.inf)
-            candidates[r, offsets] = columns[c]
-            sims[r, offsets] = raw[r, c].astype(np.float64).round(SIMILARITY_DECIMALS)
-            self._store_best(part, candidates, sims, rank)
-
-    def _merge_new_neighbours(self, rows: IntArray, added: IntArray, rank: IntArray) -> None:
-        assert self._knn is not None
-        assert self._knn_sim is not None
-        assert self._vectors is not None
-        k = self.settings.knn
-        block = 2048
-        added_t = self._vectors[added].T
-        wanted = np.zeros(len(self._vectors), dtype=bool)
-        wanted[rows] = True
-        # Blocks of consecutive slots: each product reads the vectors in place, with no gathered copy.
-        for start in range(0, len(self._vectors), block):
-            part = np.flatnonzero(wanted[start : start + block]) + start
-            if not len(part):
-                continue
-            products = (self._vectors[start : start + block] @ added_t)[part - start]
-            new_sims = np.round(products.astype(np.float64), SIMILARITY_DECIMALS)
-            full = self._knn[part, k - 1] >= 0
-            kth = np.where(full, self._knn_sim[part, k - 1].astype(np.float64), -np.inf)
-            touched = part[(new_sims >= kth[:, None]).any(axis=1)]
-            if not len(touched):
-                continue
-            sims_new = new_sims[(new_sims >= kth[:, None]).any(axis=1)]
-            old = self._knn[touched]
-            old_sims = np.where(old >= 0, self._knn_sim[touched].astype(np.float64), -np.inf)
-            candidates = np.concatenate([old, np.broadcast_to(added, (len(touched), len(added)))], axis=1)
-            self._store_best(touched, candidates, np.concatenate([old_sims, sims_new], axis=1), rank)
-
     # -- the matrix ------------------------------------------------------------------------
 
     def adjacency(self) -> sp.csr_array:
@@ -497,12 +276,9 @@ class ChunkGraph:
         size = chunks + len(linking)
         rows, cols, weights = rows[keep], self._entity_node[cols[keep]], weights[keep]
         parts_rows, parts_cols, parts_w = [rows, cols], [cols, rows], [weights, weights]
-        if self.settings.knn > 0 and self._knn is not None and self._knn_sim is not None:
-            src = np.repeat(np.arange(self._knn.shape[0]), self._knn.shape[1])
-            dst = self._knn.ravel()
-            sim = self._knn_sim.ravel().astype(np.float64)
-            ok = (dst >= 0) & (sim > 0)
-            src, dst, sim = src[ok], dst[ok], sim[ok] * self.settings.knn_weight
+        if self.settings.knn > 0:
+            src, dst, sim = self._neighbour_lists()
+            sim = sim * self.settings.knn_weight
             knn = sp.coo_array((sim, (src, dst)), shape=(size, size)).tocsr()
             knn = knn.maximum(knn.T)
             coo = knn.tocoo()
@@ -516,144 +292,81 @@ class ChunkGraph:
         matrix.sum_duplicates()
         return sp.csr_array(matrix)
 
-    # -- persistence -----------------------------------------------------------------------
+    def _neighbour_lists(self) -> tuple[IntArray, IntArray, FloatArray]:
+        """Every live chunk's ``knn`` nearest live chunks as ``(row, neighbour row, similarity)``.
 
-    def save(self, directory: Path) -> None:
-        """Write the graph to ``directory/graph.npz`` in one atomic replace (state and vectors together)."""
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / "graph.tmp.npz"
-        tmp.write_bytes(self.dumps())
-        os.replace(tmp, directory / "graph.npz")
-
-    def dumps(self) -> bytes:
-        """The whole graph as one ``.npz`` blob (what :meth:`loads` reads back)."""
-        live = [e for e in self._slots if e is not None]
-        for entry in live:
-            if entry.metadata_json is None:
-                entry.metadata_json = _json(entry.metadata)
-        header = (
-            f'{{"format":{FORMAT_VERSION},"settings":{_json(self.settings.graph_identity())},'
-            f'"entities":{self._encoded_entities()},'
-            f'"ids":{_json([None if e is None else e.chunk_id for e in self._slots])},'
-            f'"documents":{_json([e.document_id for e in live])},'
-            f'"metadata":[{",".join(e.metadata_json or "" for e in live)}]}}'
-        )
-        self._flush_pairs()
-        arrays: dict[str, npt.NDArray[Any]] = {
-            "header": np.frombuffer(header.encode(), dtype=np.uint8),
-            "pair_slots": self._pair_slot[self._pair_alive],
-            "pair_entities": self._pair_entity[self._pair_alive],
-            "title_counts": np.array([len(e.titles) for e in live], dtype=np.int64),
-            "titles": np.fromiter((x for e in live for x in e.titles), dtype=np.int64),
-        }
-        if self._vectors is not None:
-            arrays["vectors"] = self._vectors
-        if self._knn is not None and self._knn_sim is not None:
-            arrays.update(knn=self._knn, knn_sim=self._knn_sim)
-        out = io.BytesIO()
-        np.savez(out, **arrays)  # type: ignore[arg-type]
-        return out.getvalue()
-
-    def _encoded_entities(self) -> str:
-        """The entity keys as a JSON list, encoding only keys added since the last save."""
-        if self._entities_encoded < len(self._entity_keys):
-            self._entities_json.append(_json(self._entity_keys[self._entities_encoded :])[1:-1])
-            self._entities_encoded = len(self._entity_keys)
-        return f"[{','.join(self._entities_json)}]"
-
-    @classmethod
-    def load(cls, directory: Path, settings: GraphSettings | None = None) -> ChunkGraph:
-        """Read a graph written by :meth:`save`; the settings must be the ones it was built with."""
-        path = directory / "graph.npz"
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise GraphStateError(
-                f"no graph at {path}: ingest the knowledge base with the graph enabled"
-            ) from None
-        return cls.loads(data, settings, str(path))
-
-    @classmethod
-    def loads(cls, data: bytes, settings: GraphSettings | None = None, path: str = "the graph") -> ChunkGraph:
-        """Read a graph from :meth:`dumps`'s blob; ``path`` names it in errors."""
-        try:
-            with np.load(io.BytesIO(data)) as stored:
-                arrays = {name: stored[name] for name in stored.files}
-            header = json.loads(arrays["header"].tobytes())
-        except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as error:
-            raise GraphStateError(
-                f"{path} is not a readable graph ({error}); rebuild it by re-ingesting"
-            ) from None
-        if header.get("format") != FORMAT_VERSION:
-            raise GraphStateError(
-                f"{path} has format {header.get('format')}, expected {FORMAT_VERSION}; rebuild it"
-            )
-        graph = cls(settings)
-        if header["settings"] != graph.settings.graph_identity():
-            raise GraphStateError(
-                f"{path} was built with {header['settings']}, not {graph.settings.graph_identity()}; "
-                "rebuild it"
-            )
-        graph._entity_keys = list(header["entities"])
-        graph._entity_of = {k: i for i, k in enumerate(graph._entity_keys)}
-        order = np.argsort(arrays["pair_slots"], kind="stable")
-        pair_slots, pair_entities = arrays["pair_slots"][order], arrays["pair_entities"][order]
-        df = np.bincount(pair_entities, minlength=len(graph._entity_keys))
-        title_df = np.bincount(arrays["titles"], minlength=len(graph._entity_keys))
-        graph._df, graph._title_df = df.tolist(), title_df.tolist()
-        counts = np.bincount(pair_slots, minlength=len(header["ids"]))
-        live_slots = [i for i, chunk_id in enumerate(header["ids"]) if chunk_id is not None]
-        entities = _split(pair_entities, counts[live_slots])
-        titles = _split(arrays["titles"], arrays["title_counts"])
-        live = iter(zip(header["documents"], header["metadata"], entities, titles, strict=True))
-        for slot, chunk_id in enumerate(header["ids"]):
-            if chunk_id is None:
-                graph._slots.append(None)
-                graph._free.append(slot)
+        Candidates are each chunk's own entries (found when it was written) and the reverse of
+        every other chunk's (a chunk written later that found this one): the ``knn`` best by
+        similarity, ties to the smaller chunk id. An entry to a chunk rewritten after the entry
+        was found (a later generation) is stale and dropped, as is one to a chunk gone.
+        """
+        src: list[int] = []
+        dst: list[int] = []
+        sim: list[float] = []
+        for x, held in enumerate(self._slots):
+            if held is None:
                 continue
-            document_id, metadata, chunk_entities, chunk_titles = next(live)
-            entry = _Slot(chunk_id, document_id, metadata, chunk_entities.tolist(), chunk_titles.tolist())
-            graph._slots.append(entry)
-            graph._slot_of[chunk_id] = slot
-            graph._pending.append((slot, entry.entities))
-        graph._vectors = arrays.get("vectors")
-        graph._knn = arrays.get("knn")
-        graph._knn_sim = arrays.get("knn_sim")
-        return graph
+            mine = held.entry
+            for neighbour, similarity in zip(mine.neighbours, mine.similarities, strict=True):
+                z = self._slot_of.get(neighbour)
+                if z is None or z == x:
+                    continue
+                other = self._slots[z]
+                if other is None or other.entry.generation > mine.generation:
+                    continue
+                src.append(x)
+                dst.append(z)
+                sim.append(similarity)
+        a = np.asarray(src + dst, dtype=np.int64)
+        b = np.asarray(dst + src, dtype=np.int64)
+        w = np.asarray(sim + sim, dtype=np.float64)
+        ok = w > 0
+        a, b, w = a[ok], b[ok], w[ok]
+        if not len(a):
+            return a, b, w
+        # One candidate per pair (its best similarity), then the k best per row.
+        size = len(self._slots)
+        pair = a * size + b
+        order = np.lexsort((-w, pair))
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = pair[order][1:] != pair[order][:-1]
+        a, b, w = a[order][first], b[order][first], w[order][first]
+        rank = self._id_rank()
+        order = np.lexsort((rank[b], -w, a))
+        a, b, w = a[order], b[order], w[order]
+        starts = np.flatnonzero(np.r_[True, a[1:] != a[:-1]])
+        position = np.arange(len(a)) - np.repeat(starts, np.diff(np.r_[starts, len(a)]))
+        keep = position < self.settings.knn
+        return a[keep], b[keep], w[keep]
+
+    def _id_rank(self) -> IntArray:
+        """Each slot's position in chunk-id order (free slots last): the tie-break of equal similarities."""
+        ids = [held.chunk_id if held is not None else "\U0010ffff" for held in self._slots]
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        return rank
 
 
-__all__ = ["ChunkGraph", "ChunkInput", "GraphStateError", "Normalisation"]
+def entry(
+    chunk: ChunkInput,
+    surfaces: Sequence[str],
+    keys: EntityKeys,
+    neighbours: Sequence[tuple[str, float]] = (),
+    generation: int = 0,
+) -> GraphEntry:
+    """What the graph keeps of ``chunk``: its keys (from ``surfaces``, its title, links and names),
+    metadata, and nearest neighbours ``(chunk id, similarity)`` found in ``generation``."""
+    entities, titles = keys.of_chunk(chunk, surfaces)
+    return GraphEntry(
+        chunk.id,
+        chunk.document_id,
+        dict(chunk.metadata),
+        tuple(entities),
+        tuple(titles),
+        tuple(n for n, _ in neighbours),
+        tuple(s for _, s in neighbours),
+        generation,
+    )
 
 
-def _rows(array: npt.NDArray[Any], rows: int, fill: float) -> npt.NDArray[Any]:
-    """``array`` with ``rows`` rows, the new ones set to ``fill``: a view of a buffer that grows by
-    half again when full, so a graph built batch by batch copies its vectors a few times, not
-    once a batch (each copy of a growing matrix used to leave the old one to the allocator)."""
-    present = array.shape[0]
-    if rows <= present:
-        return array
-    buffer = array.base if isinstance(array.base, np.ndarray) else None
-    if (
-        buffer is None
-        or buffer.shape[0] < rows
-        or buffer.shape[1:] != array.shape[1:]
-        or buffer.dtype != array.dtype
-        or buffer.ctypes.data != array.ctypes.data
-        or buffer.strides != array.strides
-    ):
-        buffer = np.empty((max(rows, present + present // 2), *array.shape[1:]), dtype=array.dtype)
-        buffer[:present] = array
-    grown = buffer[:rows]
-    grown[present:] = fill
-    return grown
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _split(flat: IntArray, counts: IntArray) -> list[IntArray]:
-    """``flat`` cut into consecutive runs of ``counts`` elements."""
-    if not len(counts):
-        return []
-    return np.split(flat, np.cumsum(counts)[:-1])
+__all__ = ["ChunkGraph", "ChunkInput", "GraphEntry", "GraphStateError", "Normalisation", "entry"]

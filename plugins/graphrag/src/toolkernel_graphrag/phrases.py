@@ -32,12 +32,15 @@ _QUOTED = re.compile(r"[\"“]([^\"“”\n]{2,80})[\"”]")
 _SYMBOL = re.compile(r"(?<![\w\-])(?=[\w\-]*\d|[\w\-]+[A-Z])[^\W_][\w\-]*[^\W_](?![\w\-])")
 _ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th|s)?$")
 _SENTENCE_BEFORE = re.compile(r"(?:^|[.!?;:]\s*|\n\s*)$")
+# A dense word list reads better than one word a line.
+# fmt: off
 _MONTHS = frozenset(
     [
         "january", "february", "march", "april", "may", "june", "july", "august", "september",
         "october", "november", "december",
     ]
 )
+# fmt: on
 INLINE_BATCH = 16
 """Batches shorter than this (a query) are extracted on the event loop: a thread hop costs more."""
 _MAX_PHRASE = 8

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# A dense word list reads better than one word a line.
+# fmt: off
 STOPWORDS = frozenset(
     [
         "a", "about", "above", "after", "again", "against", "all", "also", "although", "am",
@@ -26,3 +28,4 @@ STOPWORDS = frozenset(
         "whereby", "first", "second", "third", "new",
     ]
 )
+# fmt: on

@@ -159,9 +159,7 @@ class WordLlamaEncoder:
         return l2_normalize(mean_pool(self._table[ids], mask))
 
 
-def load_encoder(
-    spec: ModelSpec, *, max_tokens: int, threads: int | None, spin_wait: bool = True
-) -> Encoder:
+def load_encoder(spec: ModelSpec, *, max_tokens: int, threads: int | None, spin_wait: bool = True) -> Encoder:
     """Load ``spec``'s model from its installed package (blocking: call it off the event loop)."""
     spec.check_installed()
     if spec is MINILM:

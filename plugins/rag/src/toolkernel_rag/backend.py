@@ -54,6 +54,18 @@ class CatalogBackend(Protocol):
         """Replace an extension's named state atomically; returns its new version."""
         ...
 
+    def append_segment(self, extension: str, key: str, data: bytes) -> int:
+        """Add a segment after the last of an extension's segmented state; returns its number."""
+        ...
+
+    def load_segments(self, extension: str, key: str, after: int) -> list[tuple[int, bytes]]:
+        """``(sequence, data)`` of the segments numbered above ``after``, in order."""
+        ...
+
+    def replace_segments(self, extension: str, key: str, first: int, last: int, data: bytes) -> None:
+        """Replace segments ``first``..``last`` with one holding ``data``, numbered ``last``, atomically."""
+        ...
+
     def extension_lock(self, extension: str) -> AbstractContextManager[None]:
         """Held by a writer while it catches ``extension`` up, so two writers never interleave."""
         ...

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from toolkernel.knowledge import ChunkRecord
+from toolkernel_rag import segment_files
 from toolkernel_rag.layout import KBError
 
 EXTENSIONS_DIR = "extensions"
@@ -619,6 +620,21 @@ class Catalog:
         os.replace(tmp, path)
         return _file_version(path.stat())
 
+    def _segments_path(self, extension: str, key: str) -> Path:
+        return self.path.parent / EXTENSIONS_DIR / extension / f"{key}.segments"
+
+    def append_segment(self, extension: str, key: str, data: bytes) -> int:
+        """Add a segment to an extension's segmented state (a file, :mod:`toolkernel_rag.segment_files`)."""
+        return segment_files.append_segment(self._segments_path(extension, key), data)
+
+    def load_segments(self, extension: str, key: str, after: int) -> list[tuple[int, bytes]]:
+        """``(sequence, data)`` of an extension's segments numbered above ``after``, in order."""
+        return segment_files.load_segments(self._segments_path(extension, key), after)
+
+    def replace_segments(self, extension: str, key: str, first: int, last: int, data: bytes) -> None:
+        """Merge an extension's segments ``first``..``last`` into one numbered ``last``."""
+        segment_files.replace_segments(self._segments_path(extension, key), first, last, data)
+
     @contextmanager
     def extension_lock(self, extension: str) -> Iterator[None]:
         """Hold an exclusive lock file while a writer catches ``extension`` up."""
@@ -702,6 +718,25 @@ class Catalog:
                 return
             after = rows[-1][0]
             yield [(r[1], _unblob(r[2]) or [], json.loads(r[3])) for r in rows]
+
+    def vector_pages(self, batch: int = 1024) -> Iterator[tuple[list[str], np.ndarray]]:
+        """The ids and float32 vectors (one row each) of every done document's chunks, ``batch``
+        rows at a time: a scan that holds one page, never every vector."""
+        after = 0
+        while True:
+            with self._lock:
+                # A join, not _DONE's IN (subquery): SQLite plans that as a sort of every chunk per page.
+                rows = self._db.execute(
+                    "SELECT c.rowid, c.id, c.vector FROM chunks c JOIN documents d ON d.id = c.document_id "
+                    "WHERE c.rowid > ? AND c.vector IS NOT NULL AND d.state = 'done' "
+                    "ORDER BY c.rowid LIMIT ?",
+                    (after, batch),
+                ).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            yield [r[1] for r in rows], matrix
 
     def reading(self) -> _Reading:
         """A read transaction: every read inside it sees one committed state of the catalog."""

@@ -31,7 +31,14 @@ import anyio.to_thread
 from opentelemetry import trace
 
 from toolkernel.filters import ALL_OPERATORS, coerce_filter, matches, require_supported
-from toolkernel.knowledge import ChunkRecord, ExtensionState, KBExtension, RetrievalRequest, ScoredChunk
+from toolkernel.knowledge import (
+    ChunkRecord,
+    ExtensionState,
+    KBExtension,
+    RetrievalRequest,
+    ScoredChunk,
+    StateSegment,
+)
 from toolkernel_rag.backend import CatalogBackend, SparseBackend
 from toolkernel_rag.catalog import Catalog, DocumentRow, SourceRow, StoredChunk
 from toolkernel_rag.layout import (
@@ -50,6 +57,7 @@ from toolkernel_rag.layout import (
     write_manifest,
 )
 from toolkernel_rag.locking import WriterLock
+from toolkernel_rag.neighbours import scan_nearest
 from toolkernel_rag.settings import RagSettings
 from toolkernel_rag.shapes import BUILTIN_MODES
 from toolkernel_rag.sparse import SparseIndex
@@ -960,6 +968,53 @@ class _ExtensionContext:
         _check_state_key(key)
         self._kb.require_writable(f"saving the state of extension {self._extension!r}")
         return await anyio.to_thread.run_sync(self._kb.catalog.save_blob, self._extension, key, data)
+
+    async def append_segment(self, key: str, data: bytes) -> int:
+        _check_state_key(key)
+        self._kb.require_writable(f"saving the state of extension {self._extension!r}")
+        return await anyio.to_thread.run_sync(self._kb.catalog.append_segment, self._extension, key, data)
+
+    async def load_segments(self, key: str, *, after: int = 0) -> list[StateSegment]:
+        _check_state_key(key)
+        found = await anyio.to_thread.run_sync(self._kb.catalog.load_segments, self._extension, key, after)
+        return [StateSegment(sequence, data) for sequence, data in found]
+
+    async def replace_segments(self, key: str, first: int, last: int, data: bytes) -> None:
+        _check_state_key(key)
+        if not 0 < first <= last:
+            raise ValueError(f"segments {first}..{last}: expected 0 < first <= last")
+        self._kb.require_writable(f"saving the state of extension {self._extension!r}")
+        await anyio.to_thread.run_sync(
+            self._kb.catalog.replace_segments, self._extension, key, first, last, data
+        )
+
+    async def generation(self) -> int:
+        return await anyio.to_thread.run_sync(self._kb.catalog.generation)
+
+    async def nearest(
+        self,
+        vectors: Sequence[Sequence[float]],
+        top_k: int,
+        *,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[list[ScoredChunk]]:
+        kb = self._kb
+        view = kb._current_view()
+        if view is not None and view.dense is not None:
+            dense = view.dense
+            return [
+                [ScoredChunk(r.id, r.score) for r in dense.query(list(v), top_k, filter)] for v in vectors
+            ]
+        if filter is None and kb.location.directory is not None:
+            # The embedded writer: one scan of the catalog for the batch (see toolkernel_rag.neighbours).
+            pages = kb.embedded_catalog.vector_pages()
+            found = await anyio.to_thread.run_sync(scan_nearest, pages, vectors, top_k)
+            return [[ScoredChunk(i, s) for i, s in row] for row in found]
+        out = []
+        for vector in vectors:
+            results = await kb.store.query(kb.index, list(vector), top_k=top_k, filter=filter)
+            out.append([ScoredChunk(r.id, r.score) for r in results])
+        return out
 
     @property
     def embedder(self) -> str:

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolkernel_rag.catalog import DocumentRow, SourceRow, StoredChunk
-from toolkernel_rag.postgres.schema import TERM_COUNTS, VECTOR_INDEX, VECTOR_INDEX_NAME, register_vector
+from toolkernel_rag.postgres.schema import (
+    SEGMENTS_TABLE,
+    TERM_COUNTS,
+    VECTOR_INDEX,
+    VECTOR_INDEX_NAME,
+    register_vector,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -599,6 +605,54 @@ class PgCatalog:
             ).fetchone()
         assert row is not None
         return str(row[0])
+
+    def append_segment(self, extension: str, key: str, data: bytes) -> int:
+        """Add a segment (a row of ``extension_segments``, made here in a schema from before it)."""
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(self._sql(SEGMENTS_TABLE))
+            row = conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.extension_segments (extension, key, sequence, data) "
+                    "SELECT %s, %s, coalesce(max(sequence), 0) + 1, %s FROM {s}.extension_segments "
+                    "WHERE extension = %s AND key = %s RETURNING sequence"
+                ),
+                (extension, key, data, extension, key),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def load_segments(self, extension: str, key: str, after: int) -> list[tuple[int, bytes]]:
+        """``(sequence, data)`` of the segments numbered above ``after``, in order, in one snapshot."""
+        with self.db.connection() as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.extension_segments",)).fetchone()
+            if found is None or found[0] is None:  # a schema from before segments, nothing appended yet
+                return []
+            rows = conn.execute(
+                self._sql(
+                    "SELECT sequence, data FROM {s}.extension_segments "
+                    "WHERE extension = %s AND key = %s AND sequence > %s ORDER BY sequence"
+                ),
+                (extension, key, after),
+            ).fetchall()
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
+    def replace_segments(self, extension: str, key: str, first: int, last: int, data: bytes) -> None:
+        """Merge segments ``first``..``last`` into one numbered ``last``, in one transaction."""
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                self._sql(
+                    "DELETE FROM {s}.extension_segments "
+                    "WHERE extension = %s AND key = %s AND sequence BETWEEN %s AND %s"
+                ),
+                (extension, key, first, last),
+            )
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.extension_segments (extension, key, sequence, data) "
+                    "VALUES (%s, %s, %s, %s)"
+                ),
+                (extension, key, last, data),
+            )
 
     @contextmanager
     def extension_lock(self, extension: str) -> Iterator[None]:

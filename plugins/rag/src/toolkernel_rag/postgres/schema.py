@@ -83,7 +83,15 @@ CREATE TABLE {s}.extension_blobs (
     extension text NOT NULL, key text NOT NULL, version bigint NOT NULL, data bytea NOT NULL,
     PRIMARY KEY (extension, key)
 );
+{segments};
 """
+
+SEGMENTS_TABLE = """CREATE TABLE IF NOT EXISTS {s}.extension_segments (
+    extension text NOT NULL, key text NOT NULL, sequence bigint NOT NULL, data bytea NOT NULL,
+    PRIMARY KEY (extension, key, sequence)
+)"""
+"""Extensions' segmented state (``KBContext.append_segment``); also made on first append in a
+schema created before it."""
 
 VECTOR_INDEX = (
     f"CREATE INDEX IF NOT EXISTS {VECTOR_INDEX_NAME} ON {{s}}.chunks USING hnsw (embedding vector_cosine_ops)"
@@ -149,6 +157,7 @@ def create(db: Database, schema: str, manifest: Manifest) -> Manifest:
                 conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 tables = _TABLES.format(
                     s=schema,
+                    segments=SEGMENTS_TABLE.format(s=schema),
                     dimension=manifest.embedder.dimension,
                     vector_index=VECTOR_INDEX.format(s=schema),
                     term_counts=TERM_COUNTS.format(s=schema),

@@ -266,9 +266,7 @@ def _tidy(text: str, escaped: bool = True) -> str:
     # Undo trafilatura's escapes outside code fences only: code keeps its backslashes.
     parts = re.split(r"(^```.*?^```[ \t]*$)", text, flags=re.M | re.S)
     text = "\n\n".join(
-        p.strip("\n")
-        if p.startswith("```")
-        else _PERMALINK.sub("", _ESCAPE.sub(r"\1", p) if escaped else p)
+        p.strip("\n") if p.startswith("```") else _PERMALINK.sub("", _ESCAPE.sub(r"\1", p) if escaped else p)
         for p in parts
     )
     text = _NESTED_HEADING.sub("", text)

@@ -11,9 +11,7 @@ def read_recipe(path):
     title = lines[0].removeprefix("Title:").strip()
     ingredients = [line[2:].strip() for line in lines[1:] if line.startswith("- ")]
     steps = [line.split(".", 1)[1].strip() for line in lines[1:] if line[:1].isdigit() and "." in line]
-    text = "\n\n".join(
-        [f"# {title}", "## Ingredients", *(f"- {i}" for i in ingredients), "## Steps", *steps]
-    )
+    text = "\n\n".join([f"# {title}", "## Ingredients", *(f"- {i}" for i in ingredients), "## Steps", *steps])
     yield ReadDocument(text, kind="markdown", metadata={"title": title, "ingredients": len(ingredients)})
 
 

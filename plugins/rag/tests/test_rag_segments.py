@@ -1,0 +1,138 @@
+"""An extension's segmented state (``KBContext.append_segment`` / ``load_segments`` /
+``replace_segments``) and dense neighbours (``KBContext.nearest``), on both backends: the
+embedded directory and PostgreSQL (a real server), through an extension registered the way a
+third party registers one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolkernel import hookimpl
+from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk, StateSegment
+from toolkernel.testing.services import PostgresService
+from toolkernel_rag import KnowledgeBase, ingest
+from toolkernel_rag.layout import KBError
+
+from .conftest import EMBEDDER, make_kernel, write_records
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    """An extension that keeps nothing itself: the tests drive its context."""
+
+    modes: Sequence[str] = ()
+
+    def __init__(self, context: KBContext) -> None:
+        self.context = context
+
+    async def on_ingest(self, batch: IngestBatch) -> None:
+        pass
+
+    async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
+        return []
+
+    def tools(self, search: Any) -> list[Any]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+class RecorderPlugin:
+    @hookimpl
+    def register_kb_extensions(self, registry: Any) -> None:
+        registry.add("recorder", Recorder)
+
+
+@pytest.fixture(params=["embedded", "postgresql"])
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "embedded":
+        return str(tmp_path / "kbs")
+    service: PostgresService = request.getfixturevalue("postgres")
+    return service.uri
+
+
+@asynccontextmanager
+async def opened(home: str, name: str, **options: Any) -> AsyncIterator[tuple[KnowledgeBase, KBContext]]:
+    kb = await KnowledgeBase.open(name, kernel=make_kernel(RecorderPlugin()), home=home, **options)
+    async with kb:
+        yield kb, kb.extensions["recorder"].context  # type: ignore[attr-defined]
+
+
+def contents(found: list[StateSegment]) -> list[tuple[int, bytes]]:
+    return [(s.sequence, s.data) for s in found]
+
+
+async def test_segments_append_in_order_read_from_a_point_and_merge(home: str, tmp_path: Path) -> None:
+    name = f"seg-{tmp_path.name[-12:].lower().replace('_', '-')}"
+    async with opened(home, name, create=True, embedder=EMBEDDER) as (_, writer):
+        assert await writer.load_segments("log") == []
+        numbers = [await writer.append_segment("log", f"batch {i}".encode()) for i in range(4)]
+        assert numbers == [1, 2, 3, 4]
+        async with opened(home, name) as (_, reader):
+            assert contents(await reader.load_segments("log")) == [
+                (n, f"batch {n - 1}".encode()) for n in numbers
+            ]
+            assert [s.sequence for s in await reader.load_segments("log", after=2)] == [3, 4]
+            assert await reader.load_segments("other") == []
+            with pytest.raises(KBError, match="saving the state of extension 'recorder'"):
+                await reader.append_segment("log", b"no")
+            # A merge of 1..3 is numbered 3: a reader that read up to 2 reads it again (replay),
+            # one that read 3 does not, one that read everything sees nothing new.
+            await writer.replace_segments("log", 1, 3, b"merged 1-3")
+            assert contents(await reader.load_segments("log")) == [(3, b"merged 1-3"), (4, b"batch 3")]
+            assert contents(await reader.load_segments("log", after=2)) == [
+                (3, b"merged 1-3"),
+                (4, b"batch 3"),
+            ]
+            assert contents(await reader.load_segments("log", after=3)) == [(4, b"batch 3")]
+            assert await reader.load_segments("log", after=4) == []
+        assert await writer.append_segment("log", b"batch 4") == 5
+        with pytest.raises(ValueError, match="state key"):
+            await writer.append_segment("../escape", b"x")
+        with pytest.raises(ValueError, match="first <= last"):
+            await writer.replace_segments("log", 4, 3, b"x")
+
+
+async def test_a_killed_writers_unfinished_segment_is_never_read(tmp_path: Path) -> None:
+    home = str(tmp_path / "kbs")
+    async with opened(home, "kb", create=True, embedder=EMBEDDER) as (kb, writer):
+        await writer.append_segment("log", b"whole")
+        folder = kb.directory / "extensions" / "recorder" / "log.segments"
+        (folder / ".0000000000000002.tmp").write_bytes(b"half")
+        assert contents(await writer.load_segments("log")) == [(1, b"whole")]
+        assert await writer.append_segment("log", b"next") == 2
+        assert sorted(p.name for p in folder.iterdir()) == ["0000000000000001", "0000000000000002"]
+
+
+async def test_nearest_finds_a_chunk_by_its_own_vector_and_honours_the_filter(
+    home: str, tmp_path: Path
+) -> None:
+    name = f"near-{tmp_path.name[-12:].lower().replace('_', '-')}"
+    records = [
+        {"id": f"d{i}", "text": f"note {i} about {w}"}
+        for i, w in enumerate(
+            ["harbours and tides", "mountain goats", "compilers and parsers", "sourdough bread"]
+        )
+    ]
+    source = write_records(tmp_path / "notes.jsonl", records)
+    async with opened(home, name, create=True, embedder=EMBEDDER, writable=True) as (kb, context):
+        await ingest(kb, [str(source)])
+        [chunk] = [c for c in await context.load_chunks(["notes.jsonl/d2#0"], include_vectors=True)]
+        assert chunk.vector is not None
+        [found] = await context.nearest([chunk.vector], 3)
+        assert found[0].id == chunk.id
+        assert found[0].score == pytest.approx(1.0, abs=1e-4)
+        assert len(found) == 3
+        assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
+        [others] = await context.nearest(
+            [chunk.vector], 3, filter={"document_id": {"$ne": chunk.document_id}}
+        )
+        assert chunk.id not in [h.id for h in others]
+        assert len(others) == 3
