@@ -519,6 +519,7 @@ PUBLIC_MODULES: dict[str, list[str]] = {
     "toolkernel.wire": [
         "answering",
         "encode_message",
+        "encode_result",
         "misplaced_id",
         "refusal",
         "too_long",

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from mcp.server.models import InitializationOptions
 
     from toolkernel._app import ServingAppImpl
+    from toolkernel._direct import DirectAnswers
+    from toolkernel.middleware import ToolOutcome
     from toolkernel.prompts import Prompt
     from toolkernel.server import MCPServer
     from toolkernel.tools import Tool
@@ -65,6 +67,8 @@ class ProtocolServer(Server[Any]):
     notification_options = NotificationOptions(
         prompts_changed=True, resources_changed=True, tools_changed=True
     )
+    direct: DirectAnswers | None = None
+    """Answers plain handshake-era requests without the SDK's runner, for transports that can use them."""
 
     def create_initialization_options(
         self,
@@ -115,6 +119,9 @@ def protocol_server_for(app: ServingAppImpl) -> ProtocolServer:
     proto.add_request_handler("tasks/get", _TaskParams, handlers.get_task)
     proto.add_request_handler("tasks/update", _TaskUpdateParams, handlers.update_task)
     proto.add_request_handler("tasks/cancel", _TaskParams, handlers.cancel_task)
+    from toolkernel._direct import DirectAnswers
+
+    proto.direct = DirectAnswers(proto, handlers)
     return proto
 
 
@@ -166,10 +173,7 @@ class _Handlers:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         tools = self.app.tools
-        if tools is not self._listed_from:
-            self._listed = [types.Tool.model_validate(t.describe()) for t in tools.values()]
-            self._listed_from = tools
-        listed = self._listed
+        listed = self.listed(tools)
         caller = _auth_info(ctx)
         if caller is not None and any(t.scopes for t in tools.values()):
             # A caller sees only the tools its scopes allow.
@@ -180,6 +184,13 @@ class _Handlers:
             ]
         page, cursor = _page(listed, params, self.server.page_size)
         return types.ListToolsResult(tools=page, next_cursor=cursor)
+
+    def listed(self, tools: dict[str, Tool]) -> list[types.Tool]:
+        """Every tool of ``tools`` as ``tools/list`` lists it, remade only when the tools change."""
+        if tools is not self._listed_from:
+            self._listed = [types.Tool.model_validate(t.describe()) for t in tools.values()]
+            self._listed_from = tools
+        return self._listed
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -200,24 +211,34 @@ class _Handlers:
         values = params.meta.get(CONTEXT_META_KEY) if params.meta else None
         call_id = str(ctx.request_id) if ctx.request_id is not None else str(uuid.uuid4())
         arguments = params.arguments or {}
-        try:
-            if as_task:
+        if as_task:
+            try:
                 return await self._call_as_task(ctx, tool, arguments, call_id, values, params)
-            tctx = ToolContext(
-                server=self.server,
-                tool_name=tool.name,
-                call_id=call_id,
-                request=ctx,
-                values=values if isinstance(values, dict) else None,
-                auth=caller,
-                input_responses=params.input_responses,
-                request_state=params.request_state,
-            )
-            return _call_result(await self.app.caller.call(tool, arguments, tctx))
+            except InputRequired as asked:
+                return _input_required(asked)
+            except ProtocolError as exc:
+                raise _protocol_error(exc) from None
+        tctx = ToolContext(
+            server=self.server,
+            tool_name=tool.name,
+            call_id=call_id,
+            request=ctx,
+            values=values if isinstance(values, dict) else None,
+            auth=caller,
+            input_responses=params.input_responses,
+            request_state=params.request_state,
+        )
+        outcome = await self.run_tool(tool, arguments, tctx)
+        return outcome if isinstance(outcome, types.InputRequiredResult) else _call_result(outcome)
+
+    async def run_tool(
+        self, tool: Tool, arguments: dict[str, Any], tctx: ToolContext
+    ) -> ToolOutcome | types.InputRequiredResult:
+        """One call of ``tool`` inside its request (not as a task): its outcome, or the questions it asks."""
+        try:
+            return await self.app.caller.call(tool, arguments, tctx)
         except InputRequired as asked:
-            return types.InputRequiredResult(
-                input_requests=asked.requests, request_state=encode_state(asked.state)
-            )
+            return _input_required(asked)
         except ProtocolError as exc:
             raise _protocol_error(exc) from None
 
@@ -755,7 +776,12 @@ def _auth_info(ctx: ServerRequestContext[Any, Any]) -> AuthInfo | None:
     if ctx.request is None:
         return None
     scope = getattr(ctx.request, "scope", None)
-    if isinstance(scope, dict):
+    return auth_of_scope(scope if isinstance(scope, dict) else None)
+
+
+def auth_of_scope(scope: dict[str, Any] | None) -> AuthInfo | None:
+    """The verified caller of the HTTP request with ASGI ``scope``: the auth layer's, else the SDK's."""
+    if scope is not None:
         info = scope.get(AUTH_SCOPE_KEY)
         if isinstance(info, AuthInfo):
             return info

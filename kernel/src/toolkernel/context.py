@@ -120,7 +120,7 @@ class ToolContext:
         server: MCPServer,
         tool_name: str,
         call_id: str,
-        request: ServerRequestContext[Any, Any] | None = None,
+        request: ServerRequestContext[Any, Any] | Callable[[], ServerRequestContext[Any, Any]] | None = None,
         values: Mapping[str, Any] | None = None,
         auth: AuthInfo | None = None,
         input_responses: Mapping[str, Any] | None = None,
@@ -136,7 +136,10 @@ class ToolContext:
         self.call_id = call_id
         self.values = RequestValues(values)
         self.auth = auth
-        self._request = request
+        # A transport's direct path passes a function making the SDK's request context: it
+        # is made only for a call that reads it (most never do).
+        self._made: ServerRequestContext[Any, Any] | None = None if callable(request) else request
+        self._make = request if callable(request) else None
         self._asked = 0
         self._answers: dict[str, Any] = _decode_state(request_state)
         if input_responses:
@@ -146,6 +149,13 @@ class ToolContext:
         self._unanswered: dict[str, Any] = {}
 
     # -- facts about the request --------------------------------------------------
+
+    @property
+    def _request(self) -> ServerRequestContext[Any, Any] | None:
+        """The SDK's context of the request behind this call, made on first use when given lazily."""
+        if self._make is not None:
+            self._made, self._make = self._make(), None
+        return self._made
 
     @property
     def session_id(self) -> str | None:

@@ -35,11 +35,12 @@ from mcp_types import (
     JSONRPCResponse,
 )
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_json
 
 __all__ = [
     "answering",
     "encode_message",
+    "encode_result",
     "misplaced_id",
     "refusal",
     "too_long",
@@ -73,6 +74,17 @@ def encode_message(message: JSONRPCMessage) -> bytes:
         # An error or a notification: send it with what cannot be encoded replaced.
         data = message.model_dump(mode="python", by_alias=True, exclude_unset=True)
         return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+
+
+def encode_result(request_id: int | str, result: dict[str, Any]) -> bytes:
+    """The response carrying ``result``: ``encode_message(JSONRPCResponse(...))``'s bytes, without the model.
+
+    :raises MCPError: as :func:`encode_message`, when ``result`` cannot be encoded.
+    """
+    try:
+        return to_json({"jsonrpc": "2.0", "id": request_id, "result": result}, inf_nan_mode="null")
+    except PydanticSerializationError:
+        return encode_message(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
 
 
 def valid_id(value: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -82,6 +83,57 @@ async def test_slow_headers_are_cut_off() -> None:
                 served = await raw.open_session(client, f"{base}/mcp")
     assert all(a.startswith(b"HTTP/1.1 408") for a in answers), answers[:2]
     assert "mcp-session-id" in served
+
+
+def _keep_alive_call(sock: socket.socket, request_id: int) -> bytes:
+    """Post one stateless tools/call on ``sock`` and read its whole answer (a JSON body)."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "k"}},
+        }
+    ).encode()
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    headers, _, rest = data.partition(b"\r\n\r\n")
+    length = int(
+        next(line for line in headers.split(b"\r\n") if line.lower().startswith(b"content-length:")).split(
+            b":"
+        )[1]
+    )
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return headers.split(b"\r\n")[0] + b" " + rest
+
+
+async def test_the_header_deadline_restarts_with_each_response() -> None:
+    """A keep-alive client whose every request comes within the deadline is served past it; once it
+    sends half a request after an answer, it is cut off at the deadline, as a new connection is."""
+
+    def client(port: int) -> tuple[list[bytes], bytes]:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            answers = []
+            for request_id in range(6):  # 6 x 0.25 s: three times the deadline, each request in time
+                answers.append(_keep_alive_call(sock, request_id))
+                time.sleep(0.25)
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            return answers, _recv_all(sock)
+
+    with anyio.fail_after(TIMEOUT_S):
+        async with _served(header_timeout_s=0.5, stateless=True, json_response=True) as base:
+            port = int(base.rsplit(":", 1)[1])
+            answers, late = await anyio.to_thread.run_sync(client, port)
+    assert len(answers) == 6
+    assert all(a.startswith(b"HTTP/1.1 200") and b'"text":"k"' in a for a in answers), answers
+    assert late.startswith(b"HTTP/1.1 408"), late
 
 
 async def test_connections_past_the_cap_are_refused_at_once() -> None:

@@ -38,7 +38,7 @@ from toolkernel.errors import ConfigError
 from toolkernel.shared_state import StoreUnavailable
 from toolkernel_http import _fastpath
 from toolkernel_http._events import InMemoryEventStore
-from toolkernel_http._front import FrontDoor
+from toolkernel_http._front import GUARDED_HEADERS, FrontDoor
 from toolkernel_http._options import LOOPBACK_HOSTS, HTTPServerOptions
 from toolkernel_http._replicas import Replicas
 from toolkernel_http._responses import screen, send_error, send_refusal, send_too_large
@@ -267,7 +267,7 @@ def asgi_app(
     if streamable and opts.stateless and opts.auth is None:
         guard = _Guard(None, hosts=hosts, origins=origins, max_body_bytes=opts.max_body_bytes)
         app.door = functools.partial(
-            FrontDoor, path=path, endpoint=endpoint, router=app.router, refusal=guard.refusal, cors=opts.cors
+            FrontDoor, path=path, endpoint=endpoint, router=app.router, verdict=guard.verdict, cors=opts.cors
         )
         app.door_middleware = list(app.user_middleware)
     return app
@@ -593,6 +593,7 @@ class _Guard:
         self.hosts = hosts
         self.origins = origins
         self.max_body_bytes = max_body_bytes
+        self._hosts_seen: dict[bytes, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -610,11 +611,22 @@ class _Guard:
         """The status refusing the HTTP request ``scope`` (421, 403, 415, 413), or ``None`` to let it in."""
         found: dict[bytes, bytes] = {}
         for key, value in scope["headers"]:
-            if key in _GUARDED_HEADERS and key not in found:  # the first of each, as Headers.get
+            if key in GUARDED_HEADERS and key not in found:  # the first of each, as Headers.get
                 found[key] = value
-        host = found.get(b"host", b"").decode("latin-1")
-        if self.hosts is not None and not _matches(host, self.hosts):
-            return 421
+        return self.verdict(scope["method"], found)
+
+    def verdict(self, method: str, found: dict[bytes, bytes]) -> int | None:
+        """:meth:`refusal` for a request with the first value of each guarded header in ``found``."""
+        if self.hosts is not None:
+            host = found.get(b"host", b"")
+            allowed = self._hosts_seen.get(host)
+            if allowed is None:
+                allowed = _matches(host.decode("latin-1"), self.hosts)
+                if len(self._hosts_seen) >= _HOSTS_REMEMBERED:
+                    self._hosts_seen.clear()
+                self._hosts_seen[host] = allowed
+            if not allowed:
+                return 421
         origin = found.get(b"origin")
         if (
             origin is not None
@@ -622,7 +634,7 @@ class _Guard:
             and not _matches(origin.decode("latin-1"), self.origins)
         ):
             return 403
-        if scope["method"] == "POST":
+        if method == "POST":
             content_type = found.get(b"content-type", b"").split(b";")[0].strip().lower()
             if content_type != b"application/json":
                 return 415
@@ -632,7 +644,8 @@ class _Guard:
         return None
 
 
-_GUARDED_HEADERS = frozenset((b"host", b"origin", b"content-type", b"content-length"))
+_HOSTS_REMEMBERED = 64
+"""Host values whose verdict a guard keeps (clients send one or two; a flood of others only refills it)."""
 
 
 _GUARD_REFUSALS = {

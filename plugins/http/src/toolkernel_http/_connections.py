@@ -43,6 +43,9 @@ class GuardedProtocol(HttpToolsProtocol):
     max_header_bytes: int | None = None
     max_headers: int | None = None
     _header_timer: asyncio.TimerHandle | None = None
+    _head_since = 0.0
+    """Loop time from which the current request's headers are due."""
+    _awaiting_head = False
     _head_bytes = 0
     """Bytes received since the current request began, while its headers are incomplete."""
     _in_head = True
@@ -60,7 +63,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._stop_timer()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -121,7 +124,7 @@ class GuardedProtocol(HttpToolsProtocol):
         client still sending would lose the answer.
         """
         self._refused = True
-        self._disarm()
+        self._stop_timer()
         message = f"Request Header Fields Too Large: {reason}"
         self.transport.write(_refusal("431 Request Header Fields Too Large", message))
         if self.transport.can_write_eof():
@@ -136,23 +139,44 @@ class GuardedProtocol(HttpToolsProtocol):
             self._arm()  # the next request's headers are due within the deadline too
 
     def _arm(self) -> None:
-        if self.header_timeout_s is not None:
-            self._disarm()
-            self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_late)
+        """Headers are due from now: the connection's one timer checks them when it fires.
+
+        A timer made and cancelled for every request would cost several microseconds of each;
+        the connection keeps one, which re-arms itself for the deadline it finds.
+        """
+        timeout = self.header_timeout_s
+        if timeout is None:
+            return
+        self._head_since = self.loop.time()
+        self._awaiting_head = True
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_at(self._head_since + timeout, self._check_head)
 
     def _disarm(self) -> None:
+        """The headers came: no deadline until the response re-arms it."""
+        self._awaiting_head = False
+
+    def _stop_timer(self) -> None:
+        self._awaiting_head = False
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
 
-    def _headers_late(self) -> None:
+    def _check_head(self) -> None:
         self._header_timer = None
-        if not self.transport.is_closing():
-            message = (
-                f"Request Timeout: headers not complete within {self.header_timeout_s}s (header_timeout_s)"
-            )
-            self.transport.write(_refusal("408 Request Timeout", message))
-            self.transport.close()
+        if self.transport.is_closing() or self.header_timeout_s is None:
+            return
+        now = self.loop.time()
+        if not self._awaiting_head:  # a request is being served: look again a timeout from now
+            self._header_timer = self.loop.call_at(now + self.header_timeout_s, self._check_head)
+            return
+        due = self._head_since + self.header_timeout_s
+        if now < due:  # headers of a later request, due later
+            self._header_timer = self.loop.call_at(due, self._check_head)
+            return
+        message = f"Request Timeout: headers not complete within {self.header_timeout_s}s (header_timeout_s)"
+        self.transport.write(_refusal("408 Request Timeout", message))
+        self.transport.close()
 
 
 def guarded_protocol(

@@ -23,8 +23,9 @@ from typing import Any
 
 import anyio
 from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
-from mcp.server.runner import ServerRunner, aclose_shielded
+from mcp.server.runner import ServerRunner, _extract_meta, aclose_shielded
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
@@ -36,7 +37,6 @@ from mcp_types import (
     JSONRPCError,
     JSONRPCNotification,
     JSONRPCRequest,
-    JSONRPCResponse,
     ProgressToken,
     RequestId,
 )
@@ -45,7 +45,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from toolkernel.wire import encode_message
+from toolkernel.wire import encode_message, encode_result
 from toolkernel_http._disconnect import DisconnectWatch
 from toolkernel_http._responses import SSE_HEADERS, send_json, sse_event
 
@@ -105,21 +105,42 @@ def takes(scope: Scope, sse: bool) -> str | None:
     """
     if scope["method"] != "POST":
         return None
-    version: str | None = None
-    accepts = False
+    version: bytes | None = None
+    accept: bytes | None = None
     for key, value in scope["headers"]:
         if key == b"mcp-protocol-version":
-            version = value.decode("latin-1")
+            version = value
         elif key == b"mcp-session-id":
             return None
         elif key == b"accept":
-            accept = value.decode("latin-1").lower()
-            accepts = any(t in accept for t in ("application/json", "application/*", "*/*")) and (
-                not sse or any(t in accept for t in ("text/event-stream", "text/*", "*/*"))
-            )
-    if not accepts or (version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS):
+            accept = value
+    return version_for(version, accept, sse)
+
+
+def version_for(version: bytes | None, accept: bytes | None, sse: bool) -> str | None:
+    """What :func:`takes` answers for the last ``MCP-Protocol-Version`` and ``Accept`` header values."""
+    if accept is None:
         return None
-    return version or DEFAULT_NEGOTIATED_VERSION
+    accepted = _ACCEPTED.get((accept, sse))
+    if accepted is None:
+        text = accept.decode("latin-1").lower()
+        accepted = any(t in text for t in ("application/json", "application/*", "*/*")) and (
+            not sse or any(t in text for t in ("text/event-stream", "text/*", "*/*"))
+        )
+        if len(_ACCEPTED) >= _MEMO_SIZE:
+            _ACCEPTED.clear()
+        _ACCEPTED[(accept, sse)] = accepted
+    if not accepted:
+        return None
+    if version is None:
+        return DEFAULT_NEGOTIATED_VERSION
+    return _VERSIONS.get(version)
+
+
+_ACCEPTED: dict[tuple[bytes, bool], bool] = {}
+"""``Accept`` values seen, and whether they admit the response (clients send the same few)."""
+_MEMO_SIZE = 256
+_VERSIONS = {v.encode("latin-1"): v for v in HANDSHAKE_PROTOCOL_VERSIONS}
 
 
 def parse(body: bytes) -> JSONRPCRequest | None:
@@ -147,17 +168,18 @@ async def serve(
     send: Send,
     headers: Sequence[tuple[bytes, bytes]] = (),
 ) -> None:
-    """Run ``request`` through the server's handler chain; answer with one JSON body or an SSE stream.
+    """Answer ``request`` with one JSON body or an SSE stream: directly when the server's kernel can
+    (see :mod:`toolkernel._direct`), else through the server's handler chain.
 
     ``headers`` go on the response beside its own (the CORS ``Vary`` when the front door answers).
     """
-    http_request = Request(scope, receive)
-    dctx = _Exchange(
-        transport=_TRANSPORT,
-        request_id=request.id,
-        message_metadata=ServerMessageMetadata(request_context=http_request, can_send_request=False),
-        progress_token=progress_token_from_params(request.params),
+    direct = getattr(server, "direct", None)
+    answer = (
+        direct.plan(request.method, request.params, version, request.id, scope)
+        if direct is not None
+        else None
     )
+    events: Callable[[JSONRPCNotification], Awaitable[None]] | None = None
     if sse:
         await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, *headers]})
 
@@ -166,8 +188,8 @@ async def serve(
                 {"type": "http.response.body", "body": sse_event(encode_message(message)), "more_body": True}
             )
 
-        dctx.events = event
-    connection = _connection(version)
+        events = event
+    context = _Context(server, lifespan_state, request, version, scope, receive, events)
     body = b""
     # The answer goes only to this connection: when the client leaves, stop the handler.
     handling = anyio.CancelScope()
@@ -177,8 +199,18 @@ async def serve(
 
     with DisconnectWatch(receive, stop), handling:
         try:
-            result = await _serve_one(server, dctx, request, connection, lifespan_state)
-            body = encode_message(JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result))
+            try:
+                if answer is not None:
+                    result = await answer(context)
+                else:
+                    result = await _serve_one(
+                        server, context.exchange(), request, context.connect(), lifespan_state
+                    )
+            finally:
+                connection = context.connection
+                if connection is not None and connection.exit_stack._exit_callbacks:  # type: ignore[attr-defined]
+                    await aclose_shielded(connection)
+            body = encode_result(request.id, result)
         except Exception as exc:
             error = handler_exception_to_error_data(exc)
             if error is None:
@@ -191,6 +223,60 @@ async def serve(
         await send({"type": "http.response.body", "body": sse_event(body), "more_body": False})
     else:
         await send_json(send, 200, body, headers)
+
+
+class _Context:
+    """What the SDK's runner makes for a request (exchange, connection, request context), made on demand.
+
+    The direct answer asks for the request context only when the call reads it, which
+    most calls never do; the handler chain asks for the exchange and the connection.
+    """
+
+    __slots__ = ("connection", "events", "lifespan_state", "receive", "request", "scope", "server", "version")
+
+    def __init__(
+        self,
+        server: Server[Any],
+        lifespan_state: Any,
+        request: JSONRPCRequest,
+        version: str,
+        scope: Scope,
+        receive: Receive,
+        events: Callable[[JSONRPCNotification], Awaitable[None]] | None,
+    ) -> None:
+        self.server = server
+        self.lifespan_state = lifespan_state
+        self.request = request
+        self.version = version
+        self.scope = scope
+        self.receive = receive
+        self.events = events
+        self.connection: Connection | None = None
+
+    def exchange(self) -> _Exchange:
+        """The request's dispatch context: no back-channel; notifications go to ``events``."""
+        request = self.request
+        return _Exchange(
+            transport=_TRANSPORT,
+            request_id=request.id,
+            message_metadata=ServerMessageMetadata(
+                request_context=Request(self.scope, self.receive), can_send_request=False
+            ),
+            events=self.events,
+            progress_token=progress_token_from_params(request.params),
+        )
+
+    def connect(self) -> Connection:
+        """The request's connection (unwound after the answer when a handler pushed onto its exit stack)."""
+        self.connection = _connection(self.version)
+        return self.connection
+
+    def __call__(self) -> ServerRequestContext[Any, Any]:
+        """The SDK's context of the request, as its runner makes it."""
+        runner = ServerRunner(self.server, self.connect(), self.lifespan_state)
+        request = self.request
+        meta = _extract_meta(request.params)
+        return runner._make_context(self.exchange(), request.method, request.params, meta, self.version)
 
 
 _TRANSPORT = TransportContext(kind="streamable-http", can_send_request=False)
@@ -223,15 +309,11 @@ async def _serve_one(
     ``serve_one`` calls ``runner.on_request``, a cached property holding the runner's own
     bound method: each runner, with its connection, events and exit stack, is then a reference
     cycle that only the cycle collector frees (nine objects a request; the collections cost
-    more than a tenth of a stateless call). The exit stack is unwound, as there, when a handler
-    or middleware pushed something on it.
+    more than a tenth of a stateless call). The caller unwinds the exit stack, as there, when a
+    handler or middleware pushed something on it.
     """
     runner = ServerRunner(server, connection, lifespan_state)
-    try:
-        return await runner._on_request(dctx, request.method, request.params)
-    finally:
-        if connection.exit_stack._exit_callbacks:  # type: ignore[attr-defined]
-            await aclose_shielded(connection)
+    return await runner._on_request(dctx, request.method, request.params)
 
 
 async def read_body(receive: Receive, limit: int) -> bytes | None:

@@ -23,6 +23,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolkernel_http import _fastpath
 from toolkernel_http._responses import send_error, send_too_large
 
+GUARDED_HEADERS = frozenset((b"host", b"origin", b"content-type", b"content-length"))
+"""The headers the app's guard checks (the first of each counts)."""
+
 
 class FrontDoor:
     """ASGI app in front of ``stack``: serves the plain stateless POSTs, hands over everything else."""
@@ -34,14 +37,14 @@ class FrontDoor:
         path: str,
         endpoint: Any,
         router: Any,
-        refusal: Callable[[Scope], Any],
+        verdict: Callable[[str, dict[bytes, bytes]], int | None],
         cors: bool,
     ) -> None:
         self.stack = stack
         self.path = path
         self.endpoint = endpoint
         self.route_scope = {"router": router, "endpoint": endpoint, "path_params": {}}
-        self.refusal = refusal
+        self.verdict = verdict
         self.headers = [(b"vary", b"Origin")] if cors else []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,9 +54,7 @@ class FrontDoor:
             or scope["method"] != "POST"
             or get_route_path(scope) != self.path
             or not endpoint.state.started
-            or _has_origin(scope)
-            or self.refusal(scope) is not None
-            or (version := _fastpath.takes(scope, endpoint.sse)) is None
+            or (version := self.admits(scope, endpoint.sse)) is None
         ):
             await self.stack(scope, receive, send)
             return
@@ -92,6 +93,25 @@ class FrontDoor:
                 await send_error(send, 500, "Internal Server Error", INTERNAL_ERROR, self.headers)
             raise
 
-
-def _has_origin(scope: Scope) -> bool:
-    return any(key == b"origin" for key, _ in scope["headers"])
+    def admits(self, scope: Scope, sse: bool) -> str | None:
+        """The version the direct path serves the POST ``scope`` at, when the guard admits it and it has
+        no ``Origin``; else ``None``. One pass over the headers for the guard's and the direct path's
+        checks."""
+        guarded: dict[bytes, bytes] = {}
+        version: bytes | None = None
+        accept: bytes | None = None
+        for key, value in scope["headers"]:
+            if key in GUARDED_HEADERS:
+                if key == b"origin":
+                    return None  # a browser's request: CORS is the stack's
+                if key not in guarded:
+                    guarded[key] = value
+            elif key == b"accept":
+                accept = value
+            elif key == b"mcp-protocol-version":
+                version = value
+            elif key == b"mcp-session-id":
+                return None
+        if self.verdict("POST", guarded) is not None:
+            return None
+        return _fastpath.version_for(version, accept, sse)
