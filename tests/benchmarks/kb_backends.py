@@ -82,11 +82,12 @@ async def ask(
     modes: list[str],
     errlog: TextIO,
     fresh: Path | None = None,
-) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int, float | None]:
+) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int, tuple[float, float] | None]:
     """Every query under every mode through one ``kb serve``; rankings, latencies, peak RSS (KiB).
 
     With ``fresh`` (a one-document corpus), then ingest it while the server runs and return
-    too how many seconds after that ingest ended the server first finds the new document.
+    too how long that ingest took and how many seconds after it ended the server first finds
+    the new document.
     """
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "toolkernel", "kb", "serve", "--kb", kb, *home]
@@ -104,8 +105,8 @@ async def ask(
                 latencies[mode].append(time.perf_counter() - started)
                 rankings[mode].append(list(dict.fromkeys(ranking)))
         rss = peak_rss()
-        seen_after = None if fresh is None else await pickup(client, kb, home, fresh)
-    return rankings, latencies, rss, seen_after
+        fresh_ingest = None if fresh is None else await pickup(client, kb, home, fresh)
+    return rankings, latencies, rss, fresh_ingest
 
 
 FRESH_WORD = "quokkaplanetarium"
@@ -118,13 +119,14 @@ def fresh_corpus(path: Path) -> Path:
     return path
 
 
-async def pickup(client: Client, kb: str, home: list[str], fresh: Path) -> float:
-    """Ingest ``fresh`` beside a running server; seconds from that ingest's end until it is found."""
-    await anyio.to_thread.run_sync(lambda: ingest(fresh, kb, home, ["--no-extensions"]))
+async def pickup(client: Client, kb: str, home: list[str], fresh: Path) -> tuple[float, float]:
+    """Ingest ``fresh`` beside a running server; how long that ingest took, and the seconds from
+    its end until the server finds the document."""
+    took, _ = await anyio.to_thread.run_sync(lambda: ingest(fresh, kb, home, ["--no-extensions"]))
     ended = time.perf_counter()
     while time.perf_counter() - ended < CALL_TIMEOUT:
         if any(d.endswith("fresh") for d in await search(client, FRESH_WORD, "hybrid")):
-            return time.perf_counter() - ended
+            return took, time.perf_counter() - ended
         await anyio.sleep(0.05)
     raise RuntimeError(f"the server of {kb} did not find a new document within {CALL_TIMEOUT:.0f} s")
 
@@ -216,12 +218,14 @@ def scale(
             for backend, (kb, home) in backends(url, f"s{size}").items():
                 if backend not in only:
                     continue
+                load_before = os.getloadavg()
                 extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
                 seconds, summary = ingest(corpus, kb, home, extra)
                 with open(os.devnull, "w") as devnull:
-                    _, latencies, rss, seen_after = anyio.run(
+                    _, latencies, rss, fresh_ingest = anyio.run(
                         ask, kb, home, questions[:queries], ["hybrid"], devnull, fresh
                     )
+                took, seen_after = fresh_ingest if fresh_ingest is not None else (None, None)
                 rows[backend] = {
                     "chunks": summary["chunks"],
                     "ingest_seconds": round(seconds, 1),
@@ -229,7 +233,9 @@ def scale(
                     "hybrid_p50_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.5), 1),
                     "hybrid_p99_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.99), 1),
                     "server_peak_rss_mib": round(rss / 1024, 1),
+                    "one_document_ingest_seconds": None if took is None else round(took, 1),
                     "new_document_seen_after_seconds": None if seen_after is None else round(seen_after, 2),
+                    "load": [load_before, os.getloadavg()],
                 }
                 print(f"  {size} {backend}: {rows[backend]}", flush=True)
                 if backend == "embedded":
