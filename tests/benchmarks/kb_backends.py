@@ -199,8 +199,13 @@ def scaled_corpus(path: Path, chunks: int) -> Path:
     return path
 
 
-def scale(url: str, sizes: list[int], queries: int, save: Callable[[dict[str, Any]], None]) -> None:
-    """Each size in turn, both backends; ``save`` is given what is measured so far after each size."""
+def scale(
+    url: str, sizes: list[int], queries: int, save: Callable[[dict[str, Any]], None], only: list[str]
+) -> None:
+    """Each size in turn, the backends in ``only``; ``save`` is given what is measured so far after each size.
+
+    The PostgreSQL-to-embedded ratio is written only when both were measured in this run.
+    """
     questions = beir.load("scifact").queries + beir.load("hotpotqa").queries
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
@@ -209,6 +214,8 @@ def scale(url: str, sizes: list[int], queries: int, save: Callable[[dict[str, An
             corpus = scaled_corpus(Path(tmp) / f"corpus-{size}.jsonl", size)
             rows: dict[str, Any] = {"load_before": os.getloadavg()}
             for backend, (kb, home) in backends(url, f"s{size}").items():
+                if backend not in only:
+                    continue
                 extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
                 seconds, summary = ingest(corpus, kb, home, extra)
                 with open(os.devnull, "w") as devnull:
@@ -227,9 +234,10 @@ def scale(url: str, sizes: list[int], queries: int, save: Callable[[dict[str, An
                 print(f"  {size} {backend}: {rows[backend]}", flush=True)
                 if backend == "embedded":
                     shutil.rmtree(kb, ignore_errors=True)  # the disk of the next size
-            rows["postgresql_to_embedded_p50"] = round(
-                rows["postgresql"]["hybrid_p50_ms"] / rows["embedded"]["hybrid_p50_ms"], 2
-            )
+            if "postgresql" in rows and "embedded" in rows:
+                rows["postgresql_to_embedded_p50"] = round(
+                    rows["postgresql"]["hybrid_p50_ms"] / rows["embedded"]["hybrid_p50_ms"], 2
+                )
             rows["load_after"] = os.getloadavg()
             out[str(size)] = rows
             save(out)
@@ -252,6 +260,8 @@ def merge_sizes(kept: dict[str, Any], measured: dict[str, Any]) -> dict[str, Any
     merged = {size: dict(rows) for size, rows in kept.items()}
     for size, rows in measured.items():
         merged.setdefault(size, {}).update(rows)
+        if "postgresql_to_embedded_p50" not in rows:  # one backend measured: an older ratio is stale
+            merged[size].pop("postgresql_to_embedded_p50", None)
     return dict(sorted(merged.items(), key=lambda item: int(item[0])))
 
 
@@ -261,6 +271,13 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["scifact", "hotpotqa"])
     parser.add_argument("--chunks", nargs="+", type=int, default=[10_000, 100_000, 300_000])
     parser.add_argument("--queries", type=int, default=200, help="hybrid queries per scale point")
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        choices=("embedded", "postgresql"),
+        default=["embedded", "postgresql"],
+        help="scale: measure these only (a ratio needs both in one run)",
+    )
     args = parser.parse_args()
     shutil.rmtree(ROOT, ignore_errors=True)
     ROOT.mkdir(parents=True)
@@ -287,7 +304,7 @@ def main() -> None:
             out.write_text(json.dumps(report, indent=2) + "\n")
             print(f"wrote {out}")
         else:
-            scale(pg.uri, args.chunks, args.queries, save)
+            scale(pg.uri, args.chunks, args.queries, save, args.backends)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,18 @@ def _counts(url: str, name: str) -> dict[str, Any]:
                 "AND (SELECT documents FROM {s}.stats) = "
                 "(SELECT count(DISTINCT document) FROM {s}.document_postings)"
             ),
+            "term_counts_match": one(_TERM_COUNTS_MATCH),
         }
+
+
+_TERM_COUNTS_MATCH = (
+    "SELECT count(*) = 0 FROM (SELECT postings, term, sum(n) AS n FROM {s}.term_counts "
+    "GROUP BY postings, term HAVING sum(n) <> 0) AS f FULL JOIN "
+    "(SELECT 'chunk' AS postings, term, count(*) AS n FROM {s}.chunk_postings GROUP BY term UNION ALL "
+    "SELECT 'document', term, count(*) FROM {s}.document_postings GROUP BY term) AS p USING (postings, term) "
+    "WHERE f.n IS DISTINCT FROM p.n"
+)
+"""Whether every term's rows in ``term_counts`` sum to the number of its postings, at both levels."""
 
 
 async def test_bm25_scores_equal_the_embedded_index(postgres: PostgresService, tmp_path: Path) -> None:
@@ -131,6 +142,7 @@ async def test_the_totals_a_search_reads_from_the_stats_row_match_the_tables(
         assert database.catalog.chunk_totals() == embedded.catalog.chunk_totals()
         assert tables["documents"] == expected_documents
         assert tables["stats_match"]
+        assert tables["term_counts_match"]
 
     async with embedded, database:
         for kb in (embedded, database):
@@ -189,6 +201,66 @@ async def test_a_first_ingest_builds_the_vector_index_at_its_end(
         assert _counts(postgres.uri, "bulk")["vector_index"] == 1
 
 
+async def test_a_first_ingest_leaves_the_searched_tables_vacuumed_and_analyzed(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Autovacuum lags a bulk load: until it gets there the newest postings are heap fetches in
+    every index-only scan and the planner has no statistics. A first ingest vacuums and
+    analyzes the tables searches read before it returns."""
+    import psycopg
+
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
+    kb = await KnowledgeBase.open(
+        "vacuumed", kernel=make_kernel(), create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(corpus)])
+    tables = ("chunk_postings", "document_postings", "chunks", "documents", "term_counts")
+    with psycopg.connect(postgres.uri, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relpages, c.relallvisible, s.last_vacuum IS NOT NULL OR s.last_autovacuum "
+            "IS NOT NULL, s.last_analyze IS NOT NULL OR s.last_autoanalyze IS NOT NULL FROM pg_class c "
+            "JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE s.schemaname = 'kb_vacuumed' "
+            "AND c.relname = ANY(%s) ORDER BY c.relname",
+            (list(tables),),
+        ).fetchall()
+    assert sorted(r[0] for r in rows) == sorted(tables)
+    for name, pages, visible, vacuumed, analyzed in rows:
+        assert pages > 0, name
+        assert visible == pages, (name, pages, visible)  # every page all-visible
+        assert vacuumed, name
+        assert analyzed, name
+
+
+async def test_a_knowledge_base_without_term_counts_is_searched_and_given_them(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """A knowledge base made before ``term_counts`` existed: searches count postings, with the
+    same scores, and its next writer makes and fills the table."""
+    import psycopg
+
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(30))
+    kernel = make_kernel()
+    kb = await KnowledgeBase.open(
+        "older", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(corpus)])
+        want = kb.sparse.search("river3 stone4 maple", 100)
+    with psycopg.connect(postgres.uri, autocommit=True) as conn:
+        conn.execute("DROP TABLE kb_older.term_counts")
+    older = await KnowledgeBase.open("older", kernel=kernel, home=postgres.uri, writable=True)
+    async with older:
+        assert older.sparse.search("river3 stone4 maple", 100) == want
+        assert await older.remove(["corpus.jsonl/doc-4"]) == 1  # a writer: the table is made and filled
+    assert _counts(postgres.uri, "older")["term_counts_match"]
+    again = await KnowledgeBase.open("older", kernel=kernel, home=postgres.uri, writable=True)
+    async with again:
+        await ingest(again, [str(corpus)])
+        assert again.sparse.search("river3 stone4 maple", 100) == want
+    assert _counts(postgres.uri, "older")["term_counts_match"]
+
+
 def _by_score(ranked: list[tuple[str, Any]]) -> list[list[tuple[str, str]]]:
     groups: dict[float, list[tuple[str, str]]] = {}
     for document_id, chunk in ranked:
@@ -237,6 +309,7 @@ def test_two_writers_of_the_same_documents_leave_one_version(
     assert (counts["documents"], counts["pending"]) == (60, 0)
     assert counts["chunks"] == counts["distinct_chunks"]
     assert counts["stats_match"]
+    assert counts["term_counts_match"]
 
 
 def test_a_killed_ingest_resumes_to_a_clean_ingests_counts(postgres: PostgresService, tmp_path: Path) -> None:
@@ -263,6 +336,7 @@ def test_a_killed_ingest_resumes_to_a_clean_ingests_counts(postgres: PostgresSer
     assert got == want  # ...and the rerun, which found chunks there, built it at its end
     assert got["vector_index"] == 1
     assert (got["chunks"], got["stats_match"], got["pending"]) == (got["distinct_chunks"], True, 0)
+    assert got["term_counts_match"]
 
 
 def _done_or_zero(url: str, name: str) -> int:

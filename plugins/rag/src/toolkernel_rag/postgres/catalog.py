@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from toolkernel_rag.catalog import DocumentRow, SourceRow, StoredChunk
-from toolkernel_rag.postgres.schema import SEGMENTS_TABLE, VECTOR_INDEX, VECTOR_INDEX_NAME, register_vector
+from toolkernel_rag.postgres.schema import (
+    SEGMENTS_TABLE,
+    TERM_COUNTS,
+    VECTOR_INDEX,
+    VECTOR_INDEX_NAME,
+    register_vector,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -40,6 +46,13 @@ INDEX_BUILD_MEMORY_MB = 1024
 INDEX_BYTES_PER_ELEMENT = 1024
 """What pgvector's in-memory HNSW graph holds per chunk besides its vector (neighbour lists, header)."""
 
+_UNCOUNT = (
+    "WITH gone AS (DELETE FROM {{s}}.{postings}_postings WHERE {key} = ANY(%s) RETURNING term) "
+    "INSERT INTO {{s}}.term_counts (postings, term, n) "
+    "SELECT '{postings}', term, -count(*) FROM gone GROUP BY term"
+)
+"""Delete postings and count them out of ``term_counts`` in one statement."""
+
 PendingRow = tuple[str, str, str, dict[str, Any], str, str]
 """``(id, source, hash, metadata, text, terms)`` of a document being written."""
 
@@ -53,6 +66,8 @@ class PgCatalog:
         self.dimension = dimension
         self.path = f"{db.where} schema {schema}"
         self._pending: dict[str, PendingRow] = {}
+        self._term_counts = False
+        self._bulk = False
 
     def close(self) -> None:
         self.db.close()
@@ -107,6 +122,7 @@ class PgCatalog:
             counts[c.document_id] += 1
         with self.db.connection() as conn, conn.transaction():
             register_vector(conn)
+            self._ensure_term_counts(conn)
             conn.execute(_LOCK_DOCUMENTS, (self.schema, ids))
             removed_chunks, removed_length = self._remove_chunks(conn, ids)
             removed_docs, removed_doc_length = self._remove_document_postings(conn, ids)
@@ -168,9 +184,12 @@ class PgCatalog:
                 self._sql("COPY {s}.chunk_postings (term, chunk, tf, length) FROM STDIN (FORMAT BINARY)")
             ) as copy:
                 copy.set_types(["text", "int8", "int4", "int4"])
+                chunk_df: Counter[str] = Counter()
                 for rowid, c in zip(rowids, chunks, strict=True):
                     words = c.terms.split()
-                    for term, tf in Counter(words).items():
+                    counted = Counter(words)
+                    chunk_df.update(counted.keys())
+                    for term, tf in counted.items():
                         copy.write_row((term, rowid, tf, len(words)))
             indexed = [(d, (self._pending[d][5] if d in self._pending else "")) for d in ids if counts[d]]
             missing = [d for d, _ in indexed if d not in self._pending]
@@ -188,11 +207,21 @@ class PgCatalog:
                 )
             ) as copy:
                 copy.set_types(["text", "text", "int4", "int4"])
+                document_df: Counter[str] = Counter()
                 for d, terms in indexed:
                     words = terms.split()
                     document_length += len(words)
-                    for term, tf in Counter(words).items():
+                    counted = Counter(words)
+                    document_df.update(counted.keys())
+                    for term, tf in counted.items():
                         copy.write_row((term, d, tf, len(words)))
+            with conn.cursor().copy(
+                self._sql("COPY {s}.term_counts (postings, term, n) FROM STDIN (FORMAT BINARY)")
+            ) as copy:
+                copy.set_types(["text", "text", "int8"])
+                for postings, df in (("chunk", chunk_df), ("document", document_df)):
+                    for term, n in df.items():
+                        copy.write_row((postings, term, n))
             with conn.cursor() as cur:
                 cur.executemany(
                     self._sql(
@@ -215,6 +244,7 @@ class PgCatalog:
         """Remove documents, their chunks and postings (one transaction)."""
         ids = list(document_ids)
         with self.db.connection() as conn, conn.transaction():
+            self._ensure_term_counts(conn)
             conn.execute(_LOCK_DOCUMENTS, (self.schema, ids))
             removed_chunks, removed_length = self._remove_chunks(conn, ids)
             removed_docs, removed_doc_length = self._remove_document_postings(conn, ids)
@@ -232,9 +262,7 @@ class PgCatalog:
             self._sql("DELETE FROM {s}.chunks WHERE document_id = ANY(%s) RETURNING rowid, length"), (ids,)
         ).fetchall()
         if rows:
-            conn.execute(
-                self._sql("DELETE FROM {s}.chunk_postings WHERE chunk = ANY(%s)"), ([r[0] for r in rows],)
-            )
+            conn.execute(self._sql(_UNCOUNT.format(postings="chunk", key="chunk")), ([r[0] for r in rows],))
         return len(rows), sum(r[1] for r in rows)
 
     def _remove_document_postings(self, conn: psycopg.Connection, ids: list[str]) -> tuple[int, int]:
@@ -248,8 +276,69 @@ class PgCatalog:
         ).fetchone()
         assert row is not None
         conn.execute(self._sql("UPDATE {s}.documents SET indexed_length = NULL WHERE id = ANY(%s)"), (ids,))
-        conn.execute(self._sql("DELETE FROM {s}.document_postings WHERE document = ANY(%s)"), (ids,))
+        conn.execute(self._sql(_UNCOUNT.format(postings="document", key="document")), (ids,))
         return int(row[0]), int(row[1])
+
+    def has_term_counts(self) -> bool:
+        """Whether the schema has its ``term_counts`` table (a knowledge base made before it had
+        one gets it from its first writer; until then searches count postings)."""
+        if not self._term_counts:
+            with self.db.connection() as conn:
+                found = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.term_counts",)).fetchone()
+            self._term_counts = found is not None and found[0] is not None
+        return self._term_counts
+
+    def _ensure_term_counts(self, conn: psycopg.Connection) -> None:
+        """Make and fill ``term_counts`` if this knowledge base predates it, in the writer's transaction.
+
+        Under a transaction-level advisory lock, so one writer fills it from the postings its
+        statement sees, and every other writer waits and then adds its own rows to it.
+        """
+        if self.has_term_counts():
+            return
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"toolkernel-kb:{self.schema}",)
+        )
+        found = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.term_counts",)).fetchone()
+        if found is None or found[0] is None:
+            for statement in TERM_COUNTS.format(s=self.schema).split(";"):
+                conn.execute(statement)
+            for postings in ("chunk", "document"):
+                conn.execute(
+                    self._sql(
+                        f"INSERT INTO {{s}}.term_counts (postings, term, n) "
+                        f"SELECT '{postings}', term, count(*) FROM {{s}}.{postings}_postings GROUP BY term"
+                    )
+                )
+        self._term_counts = True
+
+    def compact_term_counts(self) -> None:
+        """Fold each term's rows of ``term_counts`` into one (terms with one row are left alone).
+
+        One writer at a time (a transaction-level advisory lock; another that finds it taken
+        skips). Rows a concurrent writer commits meanwhile are not seen by the statement, so
+        they stay as they are: the sums never change, only how many rows hold them.
+        """
+        if not self.has_term_counts():
+            return
+        with self.db.connection() as conn, conn.transaction():
+            key = f"toolkernel-kb:{self.schema}:term-counts"
+            taken = conn.execute(
+                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)
+            ).fetchone()
+            if taken is None or not taken[0]:
+                return
+            conn.execute(
+                self._sql(
+                    "WITH many AS (SELECT postings, term FROM {s}.term_counts GROUP BY postings, term "
+                    "HAVING count(*) > 1), "
+                    "gone AS (DELETE FROM {s}.term_counts f USING many "
+                    "WHERE f.postings = many.postings AND f.term = many.term "
+                    "RETURNING f.postings, f.term, f.n) "
+                    "INSERT INTO {s}.term_counts (postings, term, n) SELECT postings, term, sum(n) FROM gone "
+                    "GROUP BY postings, term HAVING sum(n) <> 0"
+                )
+            )
 
     def _next_rowids(self, conn: psycopg.Connection, n: int) -> list[int]:
         if not n:
@@ -463,13 +552,32 @@ class PgCatalog:
 
     # -- extensions --------------------------------------------------------------------
 
-    def extension_hashes(self, extension: str) -> dict[str, str]:
+    def extension_changes(self, extension: str, after: str, limit: int) -> list[tuple[str, str]]:
+        """``(id, hash)`` of the next ``limit`` done documents after ``after`` not held at their hash."""
         with self.db.connection() as conn:
             rows = conn.execute(
-                self._sql("SELECT document_id, hash FROM {s}.extension_state WHERE extension = %s"),
+                self._sql(
+                    "SELECT d.id, d.hash FROM {s}.documents d LEFT JOIN {s}.extension_state e "
+                    "ON e.extension = %s AND e.document_id = d.id "
+                    "WHERE d.state = 'done' AND d.id > %s AND (e.hash IS NULL OR e.hash <> d.hash) "
+                    "ORDER BY d.id LIMIT %s"
+                ),
+                (extension, after, limit),
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def extension_forgotten(self, extension: str) -> list[str]:
+        """Documents ``extension`` holds that are no longer done documents (deleted), by id."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql(
+                    "SELECT e.document_id FROM {s}.extension_state e LEFT JOIN {s}.documents d "
+                    "ON d.id = e.document_id AND d.state = 'done' "
+                    "WHERE e.extension = %s AND d.id IS NULL ORDER BY e.document_id"
+                ),
                 (extension,),
-            )
-            return {r[0]: r[1] for r in rows}
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def set_extension_state(
         self, extension: str, seen: Sequence[tuple[str, str]], forgotten: Sequence[str]
@@ -600,12 +708,27 @@ class PgCatalog:
         """
         with self.db.connection() as conn, conn.transaction():
             row = conn.execute(self._sql("SELECT chunks FROM {s}.stats")).fetchone()
-            if row is not None and row[0] == 0:
+            self._bulk = row is not None and row[0] == 0
+            if self._bulk:
                 conn.execute(self._sql(f"DROP INDEX IF EXISTS {{s}}.{VECTOR_INDEX_NAME}"))
 
     def finish_bulk_load(self) -> None:
-        """Build the HNSW index if the ingest (or an earlier one that stopped) left it missing."""
+        """Build the HNSW index if missing, fold ``term_counts``, and after a first ingest vacuum and
+        analyze what searches read.
+
+        Autovacuum lags a bulk load: until it catches up the newest postings are not marked
+        all-visible (each is a heap fetch in an index-only scan), the planner's statistics
+        describe a smaller table, and the catch-up itself runs beside the first searches.
+        """
         self.ensure_vector_index()
+        self.compact_term_counts()
+        if self._bulk:
+            self._bulk = False
+            with self.db.connection() as conn:
+                tables = ["chunk_postings", "document_postings", "chunks", "documents"]
+                if self.has_term_counts():
+                    tables.append("term_counts")
+                conn.execute("VACUUM (ANALYZE) " + ", ".join(f"{self.schema}.{t}" for t in tables))
 
     def ensure_vector_index(self) -> bool:
         """Build the HNSW index if it is missing; ``True`` if this call built it.

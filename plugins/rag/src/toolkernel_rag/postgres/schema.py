@@ -73,6 +73,7 @@ CREATE TABLE {s}.document_postings (
     PRIMARY KEY (term, document) INCLUDE (tf, length)
 );
 CREATE INDEX ON {s}.document_postings (document);
+{term_counts};
 CREATE TABLE {s}.sources (key text PRIMARY KEY, location text NOT NULL UNIQUE);
 CREATE TABLE {s}.extension_state (
     extension text NOT NULL, document_id text NOT NULL, hash text NOT NULL,
@@ -96,6 +97,18 @@ VECTOR_INDEX = (
     f"CREATE INDEX IF NOT EXISTS {VECTOR_INDEX_NAME} ON {{s}}.chunks USING hnsw (embedding vector_cosine_ops)"
 )
 """The HNSW index of the chunks' embeddings (PostgreSQL's own name for the index made before it had one)."""
+
+
+TERM_COUNTS = (
+    "CREATE TABLE {s}.term_counts (postings text NOT NULL, term text NOT NULL, n bigint NOT NULL);\n"
+    "CREATE INDEX term_counts_term_idx ON {s}.term_counts (postings, term) INCLUDE (n)"
+)
+"""How many postings (``chunk`` or ``document``) hold each term: the sum of the term's rows.
+
+Each writing transaction adds one row per term it adds or removes postings of (``n`` the
+change), so concurrent writers never update a shared row; :meth:`PgCatalog.compact_term_counts`
+folds a term's rows into one. A search reads a few rows per term where counting its postings
+read every one of them."""
 
 
 def schema_name(name: str) -> str:
@@ -147,6 +160,7 @@ def create(db: Database, schema: str, manifest: Manifest) -> Manifest:
                     segments=SEGMENTS_TABLE.format(s=schema),
                     dimension=manifest.embedder.dimension,
                     vector_index=VECTOR_INDEX.format(s=schema),
+                    term_counts=TERM_COUNTS.format(s=schema),
                 )
                 for statement in tables.split(";"):
                     if statement.strip():

@@ -33,31 +33,38 @@ if TYPE_CHECKING:
 
 _WEIGHTS = (
     "SELECT q.term, q.n * ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5)) AS w, st.avg "
-    "FROM q CROSS JOIN {stats} st CROSS JOIN LATERAL "
-    "(SELECT count(*)::float8 AS df FROM {s}.{postings} p WHERE p.term = q.term) AS df WHERE df.df > 0"
+    "FROM q CROSS JOIN {stats} st CROSS JOIN LATERAL ({df}) AS df WHERE df.df > 0"
 )
 """Each query term's weight (its count in the query times its idf) and the mean length, once per term."""
+
+_DF = (
+    "SELECT sum(f.n)::float8 AS df FROM {s}.term_counts f WHERE f.postings = '{postings}' AND f.term = q.term"
+)
+"""A term's document frequency: the sum of its few rows in ``term_counts``."""
+
+_DF_COUNTED = "SELECT count(*)::float8 AS df FROM {s}.{postings}_postings p WHERE p.term = q.term"
+"""The same counted over the term's postings, for a knowledge base no writer has given ``term_counts`` yet."""
 
 _SCORE = "sum(w.w * p.tf / (%(k1)s * (1 - %(b)s + %(b)s * p.length / w.avg) + p.tf))"
 """BM25 summed over a row's matching terms (``q.n * idf * tf / (tf + k1 * (1 - b + b * len / avg))``)."""
 
-_SEARCH = (
+_SEARCH_TEMPLATE = (
     "WITH q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])), "
     "dst AS (SELECT documents::float8 AS n, document_length::float8 / greatest(documents, 1) AS avg "
     "FROM {s}.stats), "
     "cst AS (SELECT chunks::float8 AS n, chunk_length::float8 / greatest(chunks, 1) AS avg FROM {s}.stats), "
-    f"dw AS MATERIALIZED ({_WEIGHTS.format(stats='dst', s='{s}', postings='document_postings')}), "
-    f"cw AS MATERIALIZED ({_WEIGHTS.format(stats='cst', s='{s}', postings='chunk_postings')}), "
+    "dw AS MATERIALIZED ({document_weights}), "
+    "cw AS MATERIALIZED ({chunk_weights}), "
     # Documents ranked on their own terms. Every lookup of postings is a LATERAL subquery
     # fenced by OFFSET 0: an index scan per query term, never a merge join over the whole index
     # (which the planner picks for a dozen terms when it misjudges the size of dw).
-    f"top AS MATERIALIZED (SELECT p.document, {_SCORE} AS score FROM dw w CROSS JOIN LATERAL "
+    "top AS MATERIALIZED (SELECT p.document, {_SCORE} AS score FROM dw w CROSS JOIN LATERAL "
     "(SELECT document, tf, length FROM {s}.document_postings p WHERE p.term = w.term OFFSET 0) AS p "
     "GROUP BY p.document ORDER BY score DESC, p.document LIMIT %(limit)s), "
     # ...and their chunks scored on the chunk index, a (term, chunk) lookup each.
     "c AS MATERIALIZED (SELECT rowid, id, document_id, metadata FROM {s}.chunks "
     "WHERE document_id IN (SELECT document FROM top)), "
-    f"sc AS (SELECT p.chunk, {_SCORE} AS score FROM c CROSS JOIN cw w CROSS JOIN LATERAL "
+    "sc AS (SELECT p.chunk, {_SCORE} AS score FROM c CROSS JOIN cw w CROSS JOIN LATERAL "
     "(SELECT chunk, tf, length FROM {s}.chunk_postings p WHERE p.term = w.term AND p.chunk = c.rowid "
     "OFFSET 0) AS p GROUP BY p.chunk) "
     "SELECT top.document, top.score, c.id, {metadata} "
@@ -65,6 +72,25 @@ _SEARCH = (
     "ORDER BY top.score DESC, top.document, COALESCE(sc.score, 0) DESC, c.rowid"
 )
 """The ``limit`` best documents by BM25, each with its chunks best first: one statement, one snapshot."""
+
+
+def _search(df: str) -> str:
+    """:data:`_SEARCH_TEMPLATE` with each term's document frequency found by ``df``."""
+    weights = {
+        f"{level}_weights": _WEIGHTS.replace("{stats}", stats).replace(
+            "{df}", df.replace("{postings}", level)
+        )
+        for level, stats in (("document", "dst"), ("chunk", "cst"))
+    }
+    return (
+        _SEARCH_TEMPLATE.replace("{_SCORE}", _SCORE)
+        .replace("{document_weights}", weights["document_weights"])
+        .replace("{chunk_weights}", weights["chunk_weights"])
+    )
+
+
+_SEARCH = _search(_DF)
+_SEARCH_COUNTED = _search(_DF_COUNTED)
 
 
 _SESSION_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection, tuple[str, str]] = (
@@ -110,7 +136,8 @@ class PgSparse:
         }
         limit = top_k if allowed is None else 4 * top_k
         catalog = self.catalog
-        statement = catalog._sql(_SEARCH).replace("{metadata}", "NULL" if allowed is None else "c.metadata")
+        search = _SEARCH if catalog.has_term_counts() else _SEARCH_COUNTED
+        statement = catalog._sql(search).replace("{metadata}", "NULL" if allowed is None else "c.metadata")
         with catalog.db.connection() as conn:
             while True:
                 rows = conn.execute(statement, {**params, "limit": limit}).fetchall()
