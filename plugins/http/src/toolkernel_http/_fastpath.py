@@ -14,6 +14,7 @@ the SDK unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -190,39 +191,62 @@ async def serve(
 
         events = event
     context = _Context(server, lifespan_state, request, version, scope, receive, events)
-    body = b""
-    # The answer goes only to this connection: when the client leaves, stop the handler.
-    handling = anyio.CancelScope()
+    # The answer goes only to this connection: when the client leaves, the request's task is
+    # cancelled (the asyncio way: an anyio cancel scope per request costs several times more).
+    task = _current_task()
+    gone = False
 
     async def stop() -> None:
-        handling.cancel()
+        nonlocal gone
+        if task is not None:
+            gone = True
+            task.cancel()
 
-    with DisconnectWatch(receive, stop), handling:
+    try:
+        with DisconnectWatch(receive, stop):
+            body = await _answer(answer, server, lifespan_state, request, context)
+        if gone:
+            await asyncio.sleep(0)  # take the cancellation stop() asked for, if no await took it yet
+        if sse:
+            await send({"type": "http.response.body", "body": sse_event(body), "more_body": False})
+        else:
+            await send_json(send, 200, body, headers)
+    except asyncio.CancelledError:
+        if gone and task is not None and task.uncancel() == 0:
+            return  # the client is gone: nobody to answer
+        raise
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # not on asyncio (an ASGI server running trio): no disconnect watch either
+        return None
+
+
+async def _answer(
+    answer: Any, server: Server[Any], lifespan_state: Any, request: JSONRPCRequest, context: _Context
+) -> bytes:
+    """The response body: the direct answer's result, else the handler chain's, or the error either raised."""
+    try:
         try:
-            try:
-                if answer is not None:
-                    result = await answer(context)
-                else:
-                    result = await _serve_one(
-                        server, context.exchange(), request, context.connect(), lifespan_state
-                    )
-            finally:
-                connection = context.connection
-                if connection is not None and connection.exit_stack._exit_callbacks:  # type: ignore[attr-defined]
-                    await aclose_shielded(connection)
-            body = encode_result(request.id, result)
-        except Exception as exc:
-            error = handler_exception_to_error_data(exc)
-            if error is None:
-                logger.exception("handler for %r raised", request.method)
-                error = ErrorData(code=0, message=str(exc))
-            body = encode_message(JSONRPCError(jsonrpc="2.0", id=request.id, error=error))
-    if handling.cancelled_caught:
-        return  # the client is gone: nobody to answer
-    if sse:
-        await send({"type": "http.response.body", "body": sse_event(body), "more_body": False})
-    else:
-        await send_json(send, 200, body, headers)
+            if answer is not None:
+                result = await answer(context)
+            else:
+                result = await _serve_one(
+                    server, context.exchange(), request, context.connect(), lifespan_state
+                )
+        finally:
+            connection = context.connection
+            if connection is not None and connection.exit_stack._exit_callbacks:  # type: ignore[attr-defined]
+                await aclose_shielded(connection)
+        return encode_result(request.id, result)
+    except Exception as exc:
+        error = handler_exception_to_error_data(exc)
+        if error is None:
+            logger.exception("handler for %r raised", request.method)
+            error = ErrorData(code=0, message=str(exc))
+        return encode_message(JSONRPCError(jsonrpc="2.0", id=request.id, error=error))
 
 
 class _Context:

@@ -569,12 +569,30 @@ class Catalog:
 
     # -- extensions --------------------------------------------------------------------
 
-    def extension_hashes(self, extension: str) -> dict[str, str]:
+    def extension_changes(self, extension: str, after: str, limit: int) -> list[tuple[str, str]]:
+        """``(id, hash)`` of the next ``limit`` done documents after ``after`` (by id) that
+        ``extension`` does not hold at their hash: a catch-up reads them page by page, never
+        every document's hash at once."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT document_id, hash FROM extension_state WHERE extension = ?", (extension,)
-            )
-            return {r[0]: r[1] for r in rows}
+                "SELECT d.id, d.hash FROM documents d LEFT JOIN extension_state e "
+                "ON e.extension = ? AND e.document_id = d.id "
+                "WHERE d.state = 'done' AND d.id > ? AND (e.hash IS NULL OR e.hash <> d.hash) "
+                "ORDER BY d.id LIMIT ?",
+                (extension, after, limit),
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def extension_forgotten(self, extension: str) -> list[str]:
+        """Documents ``extension`` holds that are no longer done documents (deleted), by id."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT e.document_id FROM extension_state e LEFT JOIN documents d "
+                "ON d.id = e.document_id AND d.state = 'done' "
+                "WHERE e.extension = ? AND d.id IS NULL ORDER BY e.document_id",
+                (extension,),
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def forget_extension(self, extension: str) -> None:
         """Record that ``extension`` holds nothing (its state is rebuilt from scratch)."""

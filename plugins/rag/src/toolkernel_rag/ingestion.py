@@ -353,18 +353,20 @@ async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> b
 
 
 async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_documents: int) -> bool:
-    """Feed ``extension`` what changed since the state recorded for it (the caller holds its lock)."""
-    current = {d: h for d, (h, state) in kb.catalog.hashes().items() if state == "done"}
-    held = kb.catalog.extension_hashes(name)
-    forgotten = sorted(set(held) - set(current))
-    changed = sorted(d for d, h in current.items() if held.get(d) != h)
+    """Feed ``extension`` what changed since the state recorded for it (the caller holds its lock).
+
+    The documents to send are read from the catalog a batch at a time (those after the last
+    one sent, by id, whose hash the extension does not hold), so a catch-up holds one batch,
+    never every document's hash.
+    """
+    forgotten = kb.catalog.extension_forgotten(name)
     if forgotten:
         await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
         kb.catalog.set_extension_state(name, [], forgotten)
-    for first in range(0, len(changed), batch_documents):
-        part = changed[first : first + batch_documents]
-        by_document: dict[str, list[StoredChunk]] = {d: [] for d in part}
-        for chunk in kb.catalog.document_chunks(part):
+    sent, after = bool(forgotten), ""
+    while part := kb.catalog.extension_changes(name, after, batch_documents):
+        by_document: dict[str, list[StoredChunk]] = {d: [] for d, _ in part}
+        for chunk in kb.catalog.document_chunks(list(by_document)):
             by_document[chunk.document_id].append(chunk)
         batch = IngestBatch(
             upserted=tuple(
@@ -372,5 +374,6 @@ async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_
             )
         )
         await extension.on_ingest(batch)
-        kb.catalog.set_extension_state(name, [(d, current[d]) for d in part], [])
-    return bool(forgotten or changed)
+        kb.catalog.set_extension_state(name, part, [])
+        sent, after = True, part[-1][0]
+    return sent

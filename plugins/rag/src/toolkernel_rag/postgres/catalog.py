@@ -552,13 +552,32 @@ class PgCatalog:
 
     # -- extensions --------------------------------------------------------------------
 
-    def extension_hashes(self, extension: str) -> dict[str, str]:
+    def extension_changes(self, extension: str, after: str, limit: int) -> list[tuple[str, str]]:
+        """``(id, hash)`` of the next ``limit`` done documents after ``after`` not held at their hash."""
         with self.db.connection() as conn:
             rows = conn.execute(
-                self._sql("SELECT document_id, hash FROM {s}.extension_state WHERE extension = %s"),
+                self._sql(
+                    "SELECT d.id, d.hash FROM {s}.documents d LEFT JOIN {s}.extension_state e "
+                    "ON e.extension = %s AND e.document_id = d.id "
+                    "WHERE d.state = 'done' AND d.id > %s AND (e.hash IS NULL OR e.hash <> d.hash) "
+                    "ORDER BY d.id LIMIT %s"
+                ),
+                (extension, after, limit),
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def extension_forgotten(self, extension: str) -> list[str]:
+        """Documents ``extension`` holds that are no longer done documents (deleted), by id."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql(
+                    "SELECT e.document_id FROM {s}.extension_state e LEFT JOIN {s}.documents d "
+                    "ON d.id = e.document_id AND d.state = 'done' "
+                    "WHERE e.extension = %s AND d.id IS NULL ORDER BY e.document_id"
+                ),
                 (extension,),
-            )
-            return {r[0]: r[1] for r in rows}
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def set_extension_state(
         self, extension: str, seen: Sequence[tuple[str, str]], forgotten: Sequence[str]
