@@ -136,3 +136,24 @@ async def test_nearest_finds_a_chunk_by_its_own_vector_and_honours_the_filter(
         )
         assert chunk.id not in [h.id for h in others]
         assert len(others) == 3
+
+
+def test_the_writers_scan_finds_the_exact_nearest_page_by_page() -> None:
+    import numpy as np
+
+    from toolkernel_rag.neighbours import scan_nearest
+
+    rng = np.random.default_rng(5)
+    vectors = (
+        rng.normal(size=(30, 12))[rng.integers(0, 30, 2500)] + 0.2 * rng.normal(size=(2500, 12))
+    ).astype(np.float32)
+    ids = [f"c{i}" for i in range(len(vectors))]
+    pages = [(ids[a : a + 333], vectors[a : a + 333]) for a in range(0, len(ids), 333)]
+    queries = vectors[::97]
+    found = scan_nearest(pages, queries.tolist(), 7)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    for query, got in zip(queries, found, strict=True):
+        scores = unit @ (query / np.linalg.norm(query))
+        expected = np.sort(scores)[::-1][:7]
+        assert [s for _, s in got] == pytest.approx(expected.tolist(), abs=1e-5)
+        assert all(scores[ids.index(i)] == pytest.approx(s, abs=1e-5) for i, s in got)
