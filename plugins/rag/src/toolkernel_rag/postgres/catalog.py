@@ -323,10 +323,7 @@ class PgCatalog:
             return
         with self.db.connection() as conn, conn.transaction():
             key = f"toolkernel-kb:{self.schema}:term-counts"
-            taken = conn.execute(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)
-            ).fetchone()
-            if taken is None or not taken[0]:
+            if not _try_transaction_lock(conn, key):
                 return
             conn.execute(
                 self._sql(
@@ -739,10 +736,7 @@ class PgCatalog:
         """
         with self.db.connection() as conn, conn.transaction():
             key = f"toolkernel-kb:{self.schema}:vector-index"
-            taken = conn.execute(
-                "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)
-            ).fetchone()
-            if taken is None or not taken[0]:
+            if not _try_transaction_lock(conn, key):
                 return False
             found = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.{VECTOR_INDEX_NAME}",)).fetchone()
             if found is not None and found[0] is not None:
@@ -781,3 +775,9 @@ def _chunk(r: Any) -> StoredChunk:
     raw = r[7]  # a pgvector Vector when read in binary
     vector = None if raw is None else np.asarray(raw.to_numpy(), dtype=np.float32).tolist()
     return StoredChunk(r[0], r[1], r[2], r[3], r[4], r[5], r[6], vector, r[8])
+
+
+def _try_transaction_lock(conn: psycopg.Connection[Any], key: str) -> bool:
+    """Take the transaction-level advisory lock ``key`` if it is free; ``False`` when another holds it."""
+    taken = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+    return taken is not None and bool(taken[0])
