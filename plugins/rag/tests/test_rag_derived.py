@@ -11,33 +11,16 @@ import anyio
 import pytest
 
 from toolkernel.cli import main
-from toolkernel_rag import KnowledgeBase, ingest
+from toolkernel_rag import KnowledgeBase
 from toolkernel_rag.layout import KBError
 
-from .conftest import EMBEDDER, make_kernel, stored_vectors, write_records
-
-
-def _records(n: int) -> list[dict[str, object]]:
-    return [
-        {"id": f"doc-{i}", "text": f"Entry {i} about harbours and beacons. " + f"word{i} " * 40}
-        for i in range(n)
-    ]
+from .conftest import build_harbour_kb, make_kernel, stored_vectors
 
 
 @pytest.fixture
 def built(tmp_path: Path) -> tuple[Path, Path]:
     """A knowledge base of 30 documents, and its source."""
-    source = write_records(tmp_path / "corpus.jsonl", _records(30))
-    kb_dir = tmp_path / "kb"
-
-    async def build() -> None:
-        async with await KnowledgeBase.open(
-            str(kb_dir), kernel=make_kernel(), create=True, embedder=EMBEDDER
-        ) as kb:
-            await ingest(kb, [str(source)])
-
-    anyio.run(build)
-    return kb_dir, source
+    return build_harbour_kb(tmp_path)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -22,9 +22,9 @@ from typing import Any
 import anyio
 import pytest
 
-from toolkernel_rag import KnowledgeBase, ingest
+from toolkernel_rag import KnowledgeBase
 
-from .conftest import EMBEDDER, make_kernel, stored_vectors, write_records
+from .conftest import build_harbour_kb, harbour_records, make_kernel, stored_vectors, write_records
 
 TOOLKERNEL = str(Path(sys.executable).with_name("toolkernel"))
 QUERIES = ["word4", "harbours and beacons", "word17 word3", "Entry 25"]
@@ -36,28 +36,10 @@ VICTIMS = {
 }
 
 
-def _records(n: int) -> list[dict[str, object]]:
-    return [
-        {"id": f"doc-{i}", "text": f"Entry {i} about harbours and beacons. " + f"word{i} " * 40}
-        for i in range(n)
-    ]
-
-
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """An embedded knowledge base of 30 documents, never damaged, and its source."""
-    root = tmp_path_factory.mktemp("edge-damage")
-    source = write_records(root / "corpus.jsonl", _records(30))
-    kb_dir = root / "kb"
-
-    async def build() -> None:
-        async with await KnowledgeBase.open(
-            str(kb_dir), kernel=make_kernel(), create=True, embedder=EMBEDDER
-        ) as kb:
-            await ingest(kb, [str(source)])
-
-    anyio.run(build)
-    return kb_dir, source
+    return build_harbour_kb(tmp_path_factory.mktemp("edge-damage"))
 
 
 def _damage(kb_dir: Path, victim: str, how: str) -> Path:
@@ -162,7 +144,7 @@ def test_a_damaged_edge_shard_file_is_found_and_rebuilt_from_the_catalog(
 def test_kb_repair_discards_only_its_own_index_of_a_store_shared_by_path(tmp_path: Path) -> None:
     """``--store-options '{"path": …}'`` may name one directory for several knowledge bases, each
     its own index in it; ``kb repair`` of one removed the whole directory, the others' too."""
-    source = write_records(tmp_path / "corpus.jsonl", _records(6))
+    source = write_records(tmp_path / "corpus.jsonl", harbour_records(6))
     shared = tmp_path / "vectors"
     options = json.dumps({"path": str(shared)})
     for name in ("first", "second"):
