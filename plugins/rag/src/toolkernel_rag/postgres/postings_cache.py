@@ -20,6 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+Ints = Sequence[int] | npt.NDArray[np.int32]
+Fetched = tuple[str, Sequence[str], Ints, Ints]
+"""One term's postings as fetched: ``(term, document ids, tfs, lengths)``."""
+
 MAX_CACHED_POSTINGS = 4_000_000
 """Postings a server keeps at most (12 bytes each: document number, tf and length as int32)."""
 
@@ -74,7 +78,7 @@ class PostingsCache:
     def add(
         self,
         generation: int,
-        fetched: Iterable[tuple[str, Sequence[str], Sequence[int], Sequence[int]]],
+        fetched: Iterable[Fetched],
         cached: dict[str, TermPostings],
         held: int | None,
     ) -> Snapshot | None:
@@ -125,17 +129,20 @@ class PostingsCache:
 
 def _postings(
     documents: Sequence[str],
-    tf: Sequence[int],
-    lengths: Sequence[int],
+    tf: Ints,
+    lengths: Ints,
     names: list[str],
     numbers: dict[str, int],
 ) -> TermPostings:
     """Postings with their documents numbered into ``names`` (new ones appended)."""
-    out = np.empty(len(documents), dtype=np.int32)
-    for i, document in enumerate(documents):
+    out: list[int] = []
+    keep = out.append
+    for document in documents:
         number = numbers.get(document)
         if number is None:
             number = numbers[document] = len(names)
             names.append(document)
-        out[i] = number
-    return TermPostings(out, np.asarray(tf, dtype=np.int32), np.asarray(lengths, dtype=np.int32))
+        keep(number)
+    return TermPostings(
+        np.asarray(out, dtype=np.int32), np.asarray(tf, dtype=np.int32), np.asarray(lengths, dtype=np.int32)
+    )
