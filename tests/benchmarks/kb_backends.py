@@ -249,7 +249,8 @@ def scale(
                     )
                 took, seen_after = fresh_ingest if fresh_ingest is not None else (None, None)
                 rows[backend] = {
-                    "chunks": summary["chunks"],
+                    # A reused knowledge base wrote no chunks now; it holds the corpus's one-chunk documents.
+                    "chunks": size if reused else summary["chunks"],
                     "ingest_seconds": None if reused else round(seconds, 1),
                     "chunks_per_second": None if reused else round(summary["chunks"] / seconds, 1),
                     "reused_knowledge_base": reused,
