@@ -26,8 +26,8 @@ the sizes of an earlier run that this one does not measure).
 without ingesting them again (to measure search changes at 300k without a 20-minute ingest).
 Each run still runs ``kb ingest`` first, which finds every document unchanged (a killed
 ingest is thus finished first); a size whose ingest changed nothing reports no ingest rate.
-The one-document ingest's document is removed before the server starts, so its pick-up is
-measured again.
+The one-document ingest's document holds a word new to each run and replaces the earlier
+run's, so its pick-up is measured again.
 """
 
 from __future__ import annotations
@@ -90,11 +90,11 @@ async def ask(
     queries: list[str],
     modes: list[str],
     errlog: TextIO,
-    fresh: Path | None = None,
+    fresh: tuple[Path, str] | None = None,
 ) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int, tuple[float, float] | None]:
     """Every query under every mode through one ``kb serve``; rankings, latencies, peak RSS (KiB).
 
-    With ``fresh`` (a one-document corpus), then ingest it while the server runs and return
+    With ``fresh`` (a one-document corpus and its word), then ingest it while the server runs and return
     too how long that ingest took and how many seconds after it ended the server first finds
     the new document.
     """
@@ -114,7 +114,7 @@ async def ask(
                 latencies[mode].append(time.perf_counter() - started)
                 rankings[mode].append(list(dict.fromkeys(ranking)))
         rss = peak_rss()
-        fresh_ingest = None if fresh is None else await pickup(client, kb, home, fresh)
+        fresh_ingest = None if fresh is None else await pickup(client, kb, home, *fresh)
     return rankings, latencies, rss, fresh_ingest
 
 
@@ -122,19 +122,21 @@ FRESH_WORD = "quokkaplanetarium"
 """The word only the document of a pick-up measurement holds."""
 
 
-def fresh_corpus(path: Path) -> Path:
-    """A one-document corpus whose document alone holds :data:`FRESH_WORD`."""
-    path.write_text(json.dumps({"id": "fresh", "text": f"A new page about the {FRESH_WORD}."}) + "\n")
-    return path
+def fresh_corpus(path: Path) -> tuple[Path, str]:
+    """A one-document corpus whose document alone holds a word new to this run (:data:`FRESH_WORD`
+    and the time), so that in a kept knowledge base it replaces an earlier run's; and that word."""
+    word = f"{FRESH_WORD}{int(time.time())}"
+    path.write_text(json.dumps({"id": "fresh", "text": f"A new page about the {word}."}) + "\n")
+    return path, word
 
 
-async def pickup(client: Client, kb: str, home: list[str], fresh: Path) -> tuple[float, float]:
+async def pickup(client: Client, kb: str, home: list[str], fresh: Path, word: str) -> tuple[float, float]:
     """Ingest ``fresh`` beside a running server; how long that ingest took, and the seconds from
     its end until the server finds the document."""
     took, _ = await anyio.to_thread.run_sync(lambda: ingest(fresh, kb, home, ["--no-extensions"]))
     ended = time.perf_counter()
     while time.perf_counter() - ended < CALL_TIMEOUT:
-        if any(d.endswith("fresh") for d in await search(client, FRESH_WORD, "hybrid")):
+        if any(d.endswith("fresh") for d in await search(client, word, "hybrid")):
             return took, time.perf_counter() - ended
         await anyio.sleep(0.05)
     raise RuntimeError(f"the server of {kb} did not find a new document within {CALL_TIMEOUT:.0f} s")
@@ -241,8 +243,6 @@ def scale(
                 extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
                 seconds, summary = ingest(corpus, kb, home, extra)
                 reused = keep is not None and not summary.get("added") and not summary.get("updated")
-                if keep is not None:
-                    forget(fresh, kb, home)
                 with open(os.devnull, "w") as devnull:
                     _, latencies, rss, fresh_ingest = anyio.run(
                         ask, kb, home, questions[:queries], ["hybrid"], devnull, fresh
@@ -271,15 +271,6 @@ def scale(
             rows["load_after"] = os.getloadavg()
             out[str(size)] = rows
             save(out)
-
-
-def forget(fresh: Path, kb: str, home: list[str]) -> None:
-    """Remove what an earlier run's one-document ingest left in a kept knowledge base."""
-    subprocess.run(
-        toolkernel("kb", "remove", "--kb", kb, *home, "--source", str(fresh), "--yes"),
-        capture_output=True,
-        check=False,  # an error here means that source is not in the knowledge base
-    )
 
 
 def previous_sizes(out: Path) -> dict[str, Any]:
