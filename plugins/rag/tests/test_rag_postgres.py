@@ -167,6 +167,25 @@ async def test_bm25_from_a_servers_cached_postings_equals_the_sql_statement_and_
         assert sparse.cache.generation > first
 
 
+async def test_a_document_id_holding_a_newline_is_scored_in_sql(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Cached postings arrive with their ids joined by newlines; an id that holds one cannot be
+    split back, so that search is scored by the SQL statement, with the same results."""
+    records = [*_records(6), {"id": "two\nlines", "text": "stone3 river3 quokka1"}]
+    corpus = write_records(tmp_path / "corpus.jsonl", records)
+    kernel = make_kernel()
+    kb = await KnowledgeBase.open(
+        "newline", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(corpus)])
+        found = kb.sparse.search("quokka1 stone3", 10)
+        assert found[0][0] == "corpus.jsonl/two\nlines"
+        assert found == kb.sparse.search_in_sql("quokka1 stone3", 10)
+        assert kb.sparse.cache.cached(["quokka1"])[1] == {}  # nothing was cached from that fetch
+
+
 async def test_the_totals_a_search_reads_from_the_stats_row_match_the_tables(
     postgres: PostgresService, tmp_path: Path
 ) -> None:
