@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
+from toolkernel_http import _deadlines
 from toolkernel_http._disconnect import WATCH_AFTER_S, DisconnectWatch
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +27,7 @@ def _counting_timers(loop: asyncio.AbstractEventLoop) -> list[float]:
     call_at = loop.call_at
 
     def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
-        if getattr(callback, "__module__", None) == DisconnectWatch.__module__:
+        if getattr(callback, "__module__", None) in (DisconnectWatch.__module__, _deadlines.__name__):
             made.append(when)
         return call_at(when, callback, *args, **kwargs)
 

@@ -60,9 +60,10 @@ class Recording(asyncio.Transport):
         return True
 
 
-def _connect(app: Any) -> tuple[Any, Recording]:
+def _connect(app: Any, **settings: Any) -> tuple[Any, Recording]:
+    """A connection to ``app`` through the guarded protocol (uvicorn ``settings``), recorded."""
     cls = guarded_protocol(10.0, 100, 64 * 1024, 100)
-    config = Config(app, http=cls, lifespan="off", log_level="warning")
+    config = Config(app, http=cls, lifespan="off", log_level="warning", **settings)
     config.load()
     protocol = cls(config=config, server_state=ServerState(), app_state={}, _loop=asyncio.get_running_loop())
     transport = Recording()

@@ -14,7 +14,10 @@ the event loop every client shares. All bodies are JSON-RPC errors, as every ref
 
 It also writes a response's head and its first body chunk in one system call
 (:class:`HeadWithBody`): uvicorn writes the head as soon as the app starts the response, so a
-small JSON answer took two writes, two TCP segments and two wake-ups of the client.
+small JSON answer took two writes, two TCP segments and two wake-ups of the client. And it
+keeps uvicorn's keep-alive deadline (an idle connection is closed ``timeout_keep_alive``
+seconds after its last response) without the timer uvicorn makes after every response and
+cancels when the next request comes: the loop's shared deadlines keep it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import json
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from toolkernel_http._deadlines import Deadlines, deadlines
 
 
 def _refusal(status: str, message: str) -> bytes:
@@ -55,6 +60,8 @@ class GuardedProtocol(HttpToolsProtocol):
     _in_head = True
     _header_count = 0
     _refused = False
+    _idle: Deadlines | None = None
+    """The loop's keep-alive deadlines, where this connection waits between requests."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if self.max_connections is not None and len(self.connections) >= self.max_connections:
@@ -64,10 +71,13 @@ class GuardedProtocol(HttpToolsProtocol):
             transport.close()
             return
         super().connection_made(HeadWithBody(transport, self.loop))
+        self._idle = deadlines(self.loop, self.timeout_keep_alive)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timer()
+        if self._idle is not None:
+            self._idle.clear(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -138,9 +148,24 @@ class GuardedProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # the next request's headers are due within the deadline too
+        # uvicorn's, except for the keep-alive deadline: a shared one rather than a timer made now
+        # and cancelled by the next request.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self._idle is not None:
+            self._idle.set(self, self.timeout_keep_alive_handler, self.loop)
+        self._arm()  # the next request's headers are due within the deadline too
+
+    def _unset_keepalive_if_required(self) -> None:
+        if self._idle is not None:
+            self._idle.clear(self)
+        super()._unset_keepalive_if_required()
 
     def _arm(self) -> None:
         """Headers are due from now: the connection's one timer checks them when it fires.
