@@ -57,7 +57,7 @@ from toolkernel_rag.layout import (
     write_manifest,
 )
 from toolkernel_rag.locking import WriterLock
-from toolkernel_rag.neighbours import scan_nearest
+from toolkernel_rag.neighbours import NeighbourSearch
 from toolkernel_rag.settings import RagSettings
 from toolkernel_rag.shapes import BUILTIN_MODES
 from toolkernel_rag.sparse import SparseIndex
@@ -148,6 +148,8 @@ class KnowledgeBase:
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
         self._extensions_generation = -1
+        self._extension_resets: dict[str, int] = {}
+        self._neighbours: NeighbourSearch | None = None
         self._follower: Follower | None = None
         self._operators: frozenset[str] = ALL_OPERATORS
         self.migrated = False
@@ -159,6 +161,17 @@ class KnowledgeBase:
         if self.location.directory is None:
             raise KBError(f"knowledge base {self.location} lives in a database, not a directory")
         return self.location.directory
+
+    @property
+    def neighbour_search(self) -> NeighbourSearch:
+        """How this embedded writer finds extensions' nearest chunks (:mod:`toolkernel_rag.neighbours`)."""
+        if self._neighbours is None:
+            self._neighbours = NeighbourSearch(self.embedded_catalog, self.manifest.embedder.dimension)
+        return self._neighbours
+
+    def release_neighbour_search(self) -> None:
+        """Drop the neighbour index a catch-up built (its memory is not needed past the catch-up)."""
+        self._neighbours = None
 
     @property
     def embedded_catalog(self) -> Catalog:
@@ -1006,9 +1019,8 @@ class _ExtensionContext:
                 [ScoredChunk(r.id, r.score) for r in dense.query(list(v), top_k, filter)] for v in vectors
             ]
         if filter is None and kb.location.directory is not None:
-            # The embedded writer: one scan of the catalog for the batch (see toolkernel_rag.neighbours).
-            pages = kb.embedded_catalog.vector_pages()
-            found = await anyio.to_thread.run_sync(scan_nearest, pages, vectors, top_k)
+            # The embedded writer: a scan of the catalog, or its index (see toolkernel_rag.neighbours).
+            found = await anyio.to_thread.run_sync(kb.neighbour_search.nearest, vectors, top_k)
             return [[ScoredChunk(i, s) for i, s in row] for row in found]
         out = []
         for vector in vectors:
