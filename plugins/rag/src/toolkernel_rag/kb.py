@@ -424,23 +424,41 @@ class KnowledgeBase:
         self._follower.start()
         self._open_extensions()
 
-    def _open_extensions(self) -> None:
+    def _open_extensions(
+        self, keep: Mapping[str, KBExtension] | None = None, resets: dict[str, int] | None = None
+    ) -> None:
+        """Open the enabled extensions, in registry order; those in ``keep`` stay as they are.
+        ``resets``: the extensions' reset counts read before deciding what to keep."""
         enabled = self._enabled_extensions
         for entry in self.kernel.kb_extensions.entries():
             if enabled is True or (not isinstance(enabled, bool) and entry.name in enabled):
-                self.extensions[entry.name] = entry.value(_ExtensionContext(self, entry.name))
-        self._extensions_generation = self._follower.view.generation if self._follower else -1
+                kept = keep.get(entry.name) if keep else None
+                self.extensions[entry.name] = kept or entry.value(_ExtensionContext(self, entry.name))
+        if self._follower is not None:
+            self._extensions_generation = self._follower.view.generation
+            self._extension_resets = self.embedded_catalog.extension_resets() if resets is None else resets
+        else:
+            self._extensions_generation = -1
 
     async def _follow_extensions(self, view: View) -> None:
-        """A reader reopens its extensions when the view moves on, so they reload their state."""
+        """A reader reopens its extensions when the view moves on, so they reload their state.
+
+        One that follows its state by itself (``follows_state``: it reads what writers appended
+        since it last looked) is kept open, unless a writer reset its state (``kb repair``)."""
         if self._extensions_generation == view.generation or not self.extensions:
             return
-        old = self.extensions
+        resets = await anyio.to_thread.run_sync(self.embedded_catalog.extension_resets)
+        old, keep = self.extensions, {}
+        for name, extension in old.items():
+            follows = getattr(extension, "follows_state", False)
+            if follows and resets.get(name) == self._extension_resets.get(name):
+                keep[name] = extension
         self.extensions = {}
-        self._open_extensions()
+        self._open_extensions(keep, resets)
         self._extensions_generation = view.generation
-        for extension in old.values():
-            await extension.aclose()
+        for name, extension in old.items():
+            if name not in keep:
+                await extension.aclose()
 
     async def _up_to_date(self, asked_as: str) -> None:
         """A writer migrates a knowledge base written by an older toolkernel-rag; a reader refuses it."""
