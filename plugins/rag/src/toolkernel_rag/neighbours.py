@@ -13,6 +13,7 @@ asks it instead (:class:`NeighbourIndex`): approximate, measured against the sca
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +136,7 @@ class NeighbourSearch:
     Within one catalog generation (a catch-up of extensions keeps it) the first
     :data:`EXACT_CALLS` requests are answered by an exact scan; later ones, when the catalog holds
     more than :data:`EXACT_ROWS` vectors, by a :class:`NeighbourIndex` built once for the
-    generation. Called from one thread at a time (the extension's write lock).
+    generation. Safe to call from several threads (a lock: a writer's ``mastra`` searches ask too).
     """
 
     def __init__(self, catalog: Catalog, dimension: int) -> None:
@@ -145,9 +146,14 @@ class NeighbourSearch:
         self._calls = 0
         self._rows = 0
         self._index: NeighbourIndex | None = None
+        self._lock = threading.Lock()
 
     def nearest(self, vectors: Sequence[Sequence[float]], top_k: int) -> list[list[tuple[str, float]]]:
         """For each of ``vectors``, the ``top_k`` ``(chunk id, cosine)`` most similar, best first."""
+        with self._lock:
+            return self._nearest(vectors, top_k)
+
+    def _nearest(self, vectors: Sequence[Sequence[float]], top_k: int) -> list[list[tuple[str, float]]]:
         generation = self._catalog.generation()
         if generation != self._generation:
             self.release()
