@@ -164,6 +164,10 @@ def _blob(vector: Sequence[float] | None) -> bytes | None:
     return None if vector is None else np.asarray(vector, dtype=np.float32).tobytes()
 
 
+_RESETS = "extension_resets:"
+"""Prefix of the settings that count each extension's resets."""
+
+
 def _unblob(blob: bytes | None) -> list[float] | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist()
 
@@ -682,9 +686,23 @@ class Catalog:
         return [r[0] for r in rows]
 
     def forget_extension(self, extension: str) -> None:
-        """Record that ``extension`` holds nothing (its state is rebuilt from scratch)."""
+        """Record that ``extension`` holds nothing (its state is rebuilt from scratch), and count
+        the reset, so readers that keep the extension open know to open it again."""
         with self._lock, self._transaction():
             self._db.execute("DELETE FROM extension_state WHERE extension = ?", (extension,))
+            self._db.execute(
+                "INSERT INTO settings (key, value) VALUES (?, '1') "
+                "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                (f"{_RESETS}{extension}",),
+            )
+
+    def extension_resets(self) -> dict[str, int]:
+        """How often each extension's state was reset (:meth:`forget_extension`); absent: never."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM settings WHERE key >= ? AND key < ?", (_RESETS, _RESETS + "\uffff")
+            ).fetchall()
+        return {str(k).removeprefix(_RESETS): int(v) for k, v in rows}
 
     def set_extension_state(
         self, extension: str, seen: Sequence[tuple[str, str]], forgotten: Sequence[str]
