@@ -20,11 +20,20 @@ ingest rate, then 200 hybrid queries (p50/p99), the server's peak RSS (``VmHWM``
 long after a one-document ingest (run while the server is up) the server first finds it.
 Writes ``tests/benchmarks/results/kb_backends_<part>.json`` (``scale``: after each size, keeping
 the sizes of an earlier run that this one does not measure).
+
+``scale --keep DIR`` keeps the database, the embedded knowledge bases and the corpora in
+``DIR`` instead of temporary places, so a later run with the same ``DIR`` searches them again
+without ingesting them again (to measure search changes at 300k without a 20-minute ingest).
+Each run still runs ``kb ingest`` first, which finds every document unchanged (a killed
+ingest is thus finished first); a size whose ingest changed nothing reports no ingest rate.
+The one-document ingest's document is removed before the server starts, so its pick-up is
+measured again.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -70,9 +79,9 @@ def ingest(corpus: Path, kb: str, home: list[str], extra: list[str]) -> tuple[fl
     return time.perf_counter() - started, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def backends(url: str, name: str) -> dict[str, tuple[str, list[str]]]:
-    """``backend -> (--kb value, --home arguments)``."""
-    return {"embedded": (str(ROOT / name), []), "postgresql": (name, ["--home", url])}
+def backends(url: str, name: str, root: Path = ROOT) -> dict[str, tuple[str, list[str]]]:
+    """``backend -> (--kb value, --home arguments)``; the embedded ones under ``root``."""
+    return {"embedded": (str(root / name), []), "postgresql": (name, ["--home", url])}
 
 
 async def ask(
@@ -202,25 +211,38 @@ def scaled_corpus(path: Path, chunks: int) -> Path:
 
 
 def scale(
-    url: str, sizes: list[int], queries: int, save: Callable[[dict[str, Any]], None], only: list[str]
+    url: str,
+    sizes: list[int],
+    queries: int,
+    save: Callable[[dict[str, Any]], None],
+    only: list[str],
+    keep: Path | None = None,
 ) -> None:
     """Each size in turn, the backends in ``only``; ``save`` is given what is measured so far after each size.
 
     The PostgreSQL-to-embedded ratio is written only when both were measured in this run.
+    With ``keep``, corpora and embedded knowledge bases live there and are kept for a later run.
     """
     questions = beir.load("scifact").queries + beir.load("hotpotqa").queries
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kb-scale-") as tmp:
-        fresh = fresh_corpus(Path(tmp) / "fresh.jsonl")
+        work = Path(tmp) if keep is None else keep
+        root = ROOT if keep is None else keep / "embedded"
+        fresh = fresh_corpus(work / "fresh.jsonl")
         for size in sizes:
-            corpus = scaled_corpus(Path(tmp) / f"corpus-{size}.jsonl", size)
+            corpus = work / f"corpus-{size}.jsonl"
+            if keep is None or not corpus.exists():
+                scaled_corpus(corpus, size)
             rows: dict[str, Any] = {"load_before": os.getloadavg()}
-            for backend, (kb, home) in backends(url, f"s{size}").items():
+            for backend, (kb, home) in backends(url, f"s{size}", root).items():
                 if backend not in only:
                     continue
                 load_before = os.getloadavg()
                 extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
                 seconds, summary = ingest(corpus, kb, home, extra)
+                reused = keep is not None and not summary.get("added") and not summary.get("updated")
+                if keep is not None:
+                    forget(fresh, kb, home)
                 with open(os.devnull, "w") as devnull:
                     _, latencies, rss, fresh_ingest = anyio.run(
                         ask, kb, home, questions[:queries], ["hybrid"], devnull, fresh
@@ -228,8 +250,9 @@ def scale(
                 took, seen_after = fresh_ingest if fresh_ingest is not None else (None, None)
                 rows[backend] = {
                     "chunks": summary["chunks"],
-                    "ingest_seconds": round(seconds, 1),
-                    "chunks_per_second": round(summary["chunks"] / seconds, 1),
+                    "ingest_seconds": None if reused else round(seconds, 1),
+                    "chunks_per_second": None if reused else round(summary["chunks"] / seconds, 1),
+                    "reused_knowledge_base": reused,
                     "hybrid_p50_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.5), 1),
                     "hybrid_p99_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.99), 1),
                     "server_peak_rss_mib": round(rss / 1024, 1),
@@ -238,7 +261,7 @@ def scale(
                     "load": [load_before, os.getloadavg()],
                 }
                 print(f"  {size} {backend}: {rows[backend]}", flush=True)
-                if backend == "embedded":
+                if backend == "embedded" and keep is None:
                     shutil.rmtree(kb, ignore_errors=True)  # the disk of the next size
             if "postgresql" in rows and "embedded" in rows:
                 rows["postgresql_to_embedded_p50"] = round(
@@ -247,6 +270,15 @@ def scale(
             rows["load_after"] = os.getloadavg()
             out[str(size)] = rows
             save(out)
+
+
+def forget(fresh: Path, kb: str, home: list[str]) -> None:
+    """Remove what an earlier run's one-document ingest left in a kept knowledge base."""
+    subprocess.run(
+        toolkernel("kb", "remove", "--kb", kb, *home, "--source", str(fresh), "--yes"),
+        capture_output=True,
+        check=False,  # an error here means that source is not in the knowledge base
+    )
 
 
 def previous_sizes(out: Path) -> dict[str, Any]:
@@ -284,9 +316,21 @@ def main() -> None:
         default=["embedded", "postgresql"],
         help="scale: measure these only (a ratio needs both in one run)",
     )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="scale: keep the database, embedded knowledge bases and corpora in DIR and reuse "
+        "those already there (no second ingest of an unchanged corpus)",
+    )
     args = parser.parse_args()
     shutil.rmtree(ROOT, ignore_errors=True)
     ROOT.mkdir(parents=True)
+    if args.keep is not None:
+        if args.part != "scale":
+            parser.error("--keep is for the scale part")
+        args.keep = args.keep.resolve()
+        (args.keep / "embedded").mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "benchmark": f"kb_backends_{args.part}",
         "embedder": EMBEDDER,
@@ -303,14 +347,16 @@ def main() -> None:
         out.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {out}", flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="kb-backends-pg-") as pgdir, postgres_server(Path(pgdir)) as pg:
+    with contextlib.ExitStack() as stack:
+        pgdir = args.keep / "pg" if args.keep else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        pg = stack.enter_context(postgres_server(pgdir))
         if args.part == "quality":
             report["datasets"] = quality(pg.uri, args.datasets)
             report["machine"]["load_end"] = os.getloadavg()
             out.write_text(json.dumps(report, indent=2) + "\n")
             print(f"wrote {out}")
         else:
-            scale(pg.uri, args.chunks, args.queries, save, args.backends)
+            scale(pg.uri, args.chunks, args.queries, save, args.backends, args.keep)
 
 
 if __name__ == "__main__":

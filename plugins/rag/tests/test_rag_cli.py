@@ -101,6 +101,36 @@ def test_a_malformed_manifest_is_one_line_for_stats(
     assert "manifest.json" in line or "layout format 99" in line
 
 
+def test_delete_drops_the_index_of_a_store_kept_outside_the_directory(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store with a path outside the knowledge base kept the deleted knowledge base's index
+    for good; now only that index goes, and another knowledge base's in the same store stays."""
+    import anyio
+
+    from toolkernel import Kernel
+
+    outside = tmp_path / "shared-store"
+    store = ["--store", "qdrant", "--store-options", json.dumps({"path": str(outside)})]
+    for name in ("kb1", "kb2"):
+        args = ["kb", "ingest", str(corpus), "--kb", name, "--embedder", EMBEDDER, "--quiet", *store]
+        assert main([*args, "--no-extensions"]) == 0
+
+    async def indexes() -> list[str]:
+        opened = Kernel.from_config(None).vector_store("qdrant", path=str(outside))
+        try:
+            return sorted(await opened.list_indexes())
+        finally:
+            await opened.aclose()
+
+    assert anyio.run(indexes) == ["kb1", "kb2"]
+    capsys.readouterr()
+    assert main(["kb", "delete", "--kb", "kb1", "--yes"]) == 0
+    assert not (tmp_path / "kb-home" / "kb1").exists()
+    assert capsys.readouterr().err.strip().endswith(f"and the index 'kb1' in the qdrant store at {outside}")
+    assert anyio.run(indexes) == ["kb2"]
+
+
 def test_delete_without_a_terminal_asks_for_yes(corpus: Path, tmp_path: Path) -> None:
     """``kb delete --kb X </dev/null`` ended in an EOFError traceback."""
     import os

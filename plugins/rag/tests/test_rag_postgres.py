@@ -119,6 +119,54 @@ async def test_bm25_scores_equal_the_embedded_index(postgres: PostgresService, t
         assert {h.chunk.document_id for h in hits} == chosen
 
 
+async def test_bm25_from_a_servers_cached_postings_equals_the_sql_statement_and_follows_writes(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """A reader scores documents from the term postings it caches: the same rankings and the same
+    floats as the single SQL statement, and a removed or changed document is seen by the very
+    next search (the cache holds one generation), never a stale posting."""
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
+    kernel = make_kernel()
+    writer = await KnowledgeBase.open(
+        "cached", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with writer:
+        await ingest(writer, [str(corpus)])
+    queries = ("stone3 river3", "maple maple1 copper8", "prism0 velvet harbor2 signal", "quokka7 stone3")
+    reader = await KnowledgeBase.open("cached", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        sparse = reader.sparse
+
+        def same_as_sql() -> None:
+            for query in queries:
+                for k in (1, 5, 100):
+                    assert sparse.search(query, k) == sparse.search_in_sql(query, k), (query, k)
+            chosen = {f"corpus.jsonl/doc-{i}" for i in (3, 17, 30)}
+
+            def allowed(metadata: dict[str, Any]) -> bool:
+                return metadata.get("document_id") in chosen
+
+            filtered = sparse.search("stone3 river3", 2, allowed)
+            assert filtered == sparse.search_in_sql("stone3 river3", 2, allowed)
+
+        same_as_sql()
+        first = sparse.cache.generation
+        assert set(sparse.cache.cached(["stone3", "river3"])[1]) == {"stone3", "river3"}
+        same_as_sql()  # now from the cache
+        assert "corpus.jsonl/doc-3" in [d for d, _ in sparse.search("stone3 river3", 100)]
+        again = await KnowledgeBase.open("cached", kernel=kernel, home=postgres.uri, writable=True)
+        async with again:
+            assert await again.remove(["corpus.jsonl/doc-3"]) == 1
+            assert "corpus.jsonl/doc-3" not in [d for d, _ in sparse.search("stone3 river3", 100)]
+            write_records(corpus, _records(40, changed=frozenset({7})))
+            await ingest(again, [str(corpus)])
+            assert [d for d, _ in sparse.search("quokka7", 5)] == ["corpus.jsonl/doc-7"]
+        same_as_sql()
+        assert sparse.cache.generation is not None
+        assert first is not None
+        assert sparse.cache.generation > first
+
+
 async def test_the_totals_a_search_reads_from_the_stats_row_match_the_tables(
     postgres: PostgresService, tmp_path: Path
 ) -> None:

@@ -407,6 +407,8 @@ async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> b
         # (on PostgreSQL several writers may run at once).
         with kb.extension_lock(name):
             sent = await _catch_up(kb, name, extension, batch_documents) or sent
+    if kb.location.directory is not None:
+        kb.release_neighbour_search()
     return sent
 
 

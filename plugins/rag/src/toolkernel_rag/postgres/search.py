@@ -1,18 +1,27 @@
 """Searches of a knowledge base in PostgreSQL: BM25 over the postings tables, and pgvector HNSW.
 
-BM25 is scored in SQL exactly as bm25s's ``lucene`` method scores the embedded index:
+BM25 is scored exactly as bm25s's ``lucene`` method scores the embedded index:
 ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` and ``tf / (tf + k1 * (1 - b + b * len / avg_len))``,
 summed over the query's terms (a repeated term counts again), with ``N`` and the lengths from
 the ``stats`` row of the same snapshot. Documents are ranked on their own terms and shown by
 their best-scoring chunk, as the embedded :class:`~toolkernel_rag.sparse.SparseIndex` does;
 a filter is tested on chunks with the kernel's reference :func:`~toolkernel.filters.matches`.
+
+Documents are scored in the server with numpy, from the document postings of the query's
+terms that the server's :class:`~toolkernel_rag.postgres.postings_cache.PostingsCache` holds
+for the current generation and those one statement fetches (with the generation and the
+totals of the same snapshot); a second statement scores the chunks of the best documents and
+says whether the generation is still the same. A search that races a writer three times is
+scored by the single SQL statement instead. Ties are broken by document id in code-point
+order (``COLLATE "C"``), the same both ways.
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -22,6 +31,7 @@ from toolkernel.filters import coerce_filter
 from toolkernel.knowledge import ScoredChunk
 from toolkernel.vectors import QueryResult, query_results
 from toolkernel_rag.layout import SparseSpec
+from toolkernel_rag.postgres.postings_cache import PostingsCache, Snapshot
 from toolkernel_rag.postgres.schema import register_vector
 from toolkernel_rag.sparse import Analyzer
 
@@ -60,7 +70,7 @@ _SEARCH_TEMPLATE = (
     # (which the planner picks for a dozen terms when it misjudges the size of dw).
     "top AS MATERIALIZED (SELECT p.document, {_SCORE} AS score FROM dw w CROSS JOIN LATERAL "
     "(SELECT document, tf, length FROM {s}.document_postings p WHERE p.term = w.term OFFSET 0) AS p "
-    "GROUP BY p.document ORDER BY score DESC, p.document LIMIT %(limit)s), "
+    'GROUP BY p.document ORDER BY score DESC, p.document COLLATE "C" LIMIT %(limit)s), '
     # ...and their chunks scored on the chunk index, a (term, chunk) lookup each.
     "c AS MATERIALIZED (SELECT rowid, id, document_id, metadata FROM {s}.chunks "
     "WHERE document_id IN (SELECT document FROM top)), "
@@ -69,7 +79,7 @@ _SEARCH_TEMPLATE = (
     "OFFSET 0) AS p GROUP BY p.chunk) "
     "SELECT top.document, top.score, c.id, {metadata} "
     "FROM top LEFT JOIN c ON c.document_id = top.document LEFT JOIN sc ON sc.chunk = c.rowid "
-    "ORDER BY top.score DESC, top.document, COALESCE(sc.score, 0) DESC, c.rowid"
+    'ORDER BY top.score DESC, top.document COLLATE "C", COALESCE(sc.score, 0) DESC, c.rowid'
 )
 """The ``limit`` best documents by BM25, each with its chunks best first: one statement, one snapshot."""
 
@@ -92,6 +102,45 @@ def _search(df: str) -> str:
 _SEARCH = _search(_DF)
 _SEARCH_COUNTED = _search(_DF_COUNTED)
 
+_POSTINGS = (
+    "SELECT s.generation, s.documents::float8, s.document_length::float8 / greatest(s.documents, 1), "
+    "p.term, p.documents, p.tfs, p.lengths FROM {s}.stats s LEFT JOIN LATERAL "
+    "(SELECT term, array_agg(document) AS documents, array_agg(tf) AS tfs, array_agg(length) AS lengths "
+    "FROM {s}.document_postings WHERE term = ANY(%(terms)s::text[]) GROUP BY term) AS p ON true"
+)
+"""The generation, the document count and mean length, and the document postings of some terms:
+one statement, one snapshot."""
+
+_CHUNKS_TEMPLATE = (
+    "WITH q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])), "
+    "cst AS (SELECT chunks::float8 AS n, chunk_length::float8 / greatest(chunks, 1) AS avg FROM {s}.stats), "
+    "cw AS MATERIALIZED ({chunk_weights}), "
+    "c AS MATERIALIZED (SELECT rowid, id, document_id, metadata, "
+    "count(*) OVER (PARTITION BY document_id) AS siblings FROM {s}.chunks "
+    "WHERE document_id = ANY(%(documents)s::text[])), "
+    # Only a document of several chunks needs them scored (a lookup per term over them all).
+    "sc AS (SELECT p.chunk, {_SCORE} AS score FROM cw w CROSS JOIN LATERAL "
+    "(SELECT chunk, tf, length FROM {s}.chunk_postings p WHERE p.term = w.term "
+    "AND p.chunk = ANY(ARRAY(SELECT rowid FROM c WHERE siblings > 1)) OFFSET 0) AS p GROUP BY p.chunk) "
+    "SELECT s.generation, c.document_id, c.id, {metadata} FROM {s}.stats s "
+    "LEFT JOIN (c LEFT JOIN sc ON sc.chunk = c.rowid) ON true "
+    "ORDER BY c.document_id, COALESCE(sc.score, 0) DESC, c.rowid"
+)
+"""The chunks of some documents, each document's best first by its chunk-level BM25, and the
+generation of the same snapshot."""
+
+
+def _chunks(df: str) -> str:
+    weights = _WEIGHTS.replace("{stats}", "cst").replace("{df}", df.replace("{postings}", "chunk"))
+    return _CHUNKS_TEMPLATE.replace("{_SCORE}", _SCORE).replace("{chunk_weights}", weights)
+
+
+_CHUNKS = _chunks(_DF)
+_CHUNKS_COUNTED = _chunks(_DF_COUNTED)
+
+ATTEMPTS = 3
+"""Searches scored from postings before a search that keeps racing writers is scored in SQL."""
+
 
 _SESSION_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection, tuple[str, str]] = (
     weakref.WeakKeyDictionary()
@@ -100,19 +149,20 @@ _SESSION_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection, tuple[str, str]
 
 
 class PgSparse:
-    """BM25 over a knowledge base's postings tables; nothing to load, so nothing to refresh."""
+    """BM25 over a knowledge base's postings tables, with the server's cache of term postings."""
 
-    def __init__(self, catalog: PgCatalog, spec: SparseSpec) -> None:
+    def __init__(self, catalog: PgCatalog, spec: SparseSpec, cache: PostingsCache | None = None) -> None:
         self.catalog = catalog
         self.spec = spec
         self.analyzer = Analyzer(spec.language)
+        self.cache = cache if cache is not None else PostingsCache()
 
     def terms(self, text: str) -> str:
         """The terms of ``text`` as the catalog stores them (space-separated)."""
         return " ".join(self.analyzer.terms(text))
 
     def refresh(self, catalog: object) -> None:
-        """Every search reads the committed postings: there is no index to bring up to date."""
+        """Every search reads the generation: the cache is dropped by the search that sees a new one."""
 
     def search(
         self,
@@ -125,6 +175,82 @@ class PgSparse:
 
         ``loaded`` is for the embedded index's readers; every search here reads the database.
         """
+        counted = Counter(self.analyzer.terms(query))
+        if not counted or top_k <= 0:
+            return []
+        catalog = self.catalog
+        chunks = catalog._sql(_CHUNKS if catalog.has_term_counts() else _CHUNKS_COUNTED).replace(
+            "{metadata}", "NULL" if allowed is None else "c.metadata"
+        )
+        with catalog.db.connection() as conn:
+            for _ in range(ATTEMPTS):
+                snapshot, documents, average = self._snapshot(conn, list(counted))
+                if snapshot is None:
+                    continue
+                scores = self._scores(snapshot, counted, documents, average)
+                limit = top_k if allowed is None else 4 * top_k
+                while True:
+                    ranked = _best(scores, snapshot.names, limit)
+                    params = {
+                        "terms": list(counted),
+                        "counts": list(counted.values()),
+                        "k1": self.spec.k1,
+                        "b": self.spec.b,
+                        "documents": [d for d, _ in ranked],
+                    }
+                    rows = conn.execute(chunks, params).fetchall()
+                    if rows[0][0] != snapshot.generation:
+                        break  # a writer committed meanwhile: score again
+                    best: dict[str, str] = {}
+                    for _, document_id, chunk_id, metadata in rows:
+                        if chunk_id is None or document_id in best:
+                            continue
+                        if allowed is None or allowed(metadata):
+                            best[document_id] = chunk_id
+                    out = [(d, ScoredChunk(best[d], score)) for d, score in ranked if d in best]
+                    if len(out) >= top_k or len(ranked) < limit:
+                        return out[:top_k]
+                    limit *= 4
+        return self.search_in_sql(query, top_k, allowed)
+
+    def _snapshot(self, conn: psycopg.Connection, terms: list[str]) -> tuple[Snapshot | None, float, float]:
+        """The postings of ``terms`` (cached, and fetched with the totals), or ``None`` when the
+        cached ones turned out to be of an older generation (they are dropped)."""
+        held, cached = self.cache.cached(terms)
+        fetch = [t for t in terms if t not in cached]
+        rows = conn.execute(self.catalog._sql(_POSTINGS), {"terms": fetch}).fetchall()
+        generation, documents, average = rows[0][0], rows[0][1], rows[0][2]
+        fetched = [(r[3], r[4], r[5], r[6]) for r in rows if r[3] is not None]
+        return self.cache.add(int(generation), fetched, cached, held), float(documents), float(average)
+
+    def _scores(
+        self, snapshot: Snapshot, counted: Counter[str], documents: float, average: float
+    ) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """Every numbered document's BM25 for the query, summed term by term in the query's order
+        with the same operations, in the same order, as the SQL statement."""
+        k1, b = self.spec.k1, self.spec.b
+        numbers: list[np.ndarray[Any, Any]] = []
+        parts: list[np.ndarray[Any, Any]] = []
+        for term, n in counted.items():
+            postings = snapshot.postings.get(term)
+            if postings is None or not len(postings):
+                continue
+            df = float(len(postings))
+            weight = n * math.log(1 + (documents - df + 0.5) / (df + 0.5))
+            tf = postings.tf.astype(np.float64)
+            lengths = postings.lengths.astype(np.float64)
+            parts.append(weight * tf / (k1 * (1 - b + b * lengths / average) + tf))
+            numbers.append(postings.documents)
+        if not numbers:
+            return np.zeros(0, dtype=np.float64)
+        return np.asarray(
+            np.bincount(np.concatenate(numbers), weights=np.concatenate(parts)), dtype=np.float64
+        )
+
+    def search_in_sql(
+        self, query: str, top_k: int, allowed: Callable[[Mapping[str, Any]], bool] | None = None
+    ) -> list[tuple[str, ScoredChunk]]:
+        """:meth:`search` scored by one SQL statement over every posting of the query's terms."""
         counted = Counter(self.analyzer.terms(query))
         if not counted or top_k <= 0:
             return []
@@ -155,6 +281,19 @@ class PgSparse:
                 if len(out) >= top_k or len(ranked) < limit:
                     return out[:top_k]
                 limit *= 4
+
+
+def _best(
+    scores: np.ndarray[Any, np.dtype[np.float64]], names: Sequence[str], limit: int
+) -> list[tuple[str, float]]:
+    """The ``limit`` best-scoring documents as ``(id, score)``, ties by id in code-point order."""
+    touched = np.flatnonzero(scores > 0)
+    if len(touched) > limit:
+        values = scores[touched]
+        kth = np.partition(values, len(values) - limit)[len(values) - limit]
+        touched = touched[values >= kth]
+    order = sorted(touched.tolist(), key=lambda i: (-scores[i], names[i]))[:limit]
+    return [(names[i], float(scores[i])) for i in order]
 
 
 class PgVectors:
