@@ -232,6 +232,28 @@ class Catalog:
             )
             return {r[0]: (r[1], r[2]) for r in rows}
 
+    def hashes_of(self, document_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``document id -> (hash, state)`` of those of ``document_ids`` the catalog holds: an
+        ingest asks a window of documents at a time instead of holding a whole source's."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, hash, state FROM documents WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(document_ids)),),
+            )
+            return {r[0]: (r[1], r[2]) for r in rows}
+
+    def source_ids(self, source: str, after: str, limit: int) -> list[str]:
+        """Ids of the documents of ``source`` (any state) after id ``after``, in id order, ``limit``
+        at a time: what an ingest pages through to find the documents gone from a source."""
+        with self._lock:
+            # ``+source``: walk the primary key in id order and stop at ``limit``, rather than
+            # sort every document of the source on each page.
+            rows = self._db.execute(
+                "SELECT id FROM documents WHERE id > ? AND +source = ? ORDER BY id LIMIT ?",
+                (after, source, limit),
+            )
+            return [r[0] for r in rows]
+
     def mark_pending(self, docs: Iterable[tuple[str, str, str, dict[str, Any], str, str]]) -> None:
         """Record documents ``(id, source, hash, metadata, text, terms)`` as being written."""
         with self._lock, self._transaction():
