@@ -44,6 +44,10 @@ LINGER_S = 2.0
 """Seconds a refused connection is kept open, reading nothing, so the client can read the answer."""
 
 
+_Base = HttpToolsProtocol
+"""Called directly rather than through ``super()``: these callbacks run several times a request."""
+
+
 class GuardedProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a header deadline and a connection cap (class attributes)."""
 
@@ -60,6 +64,11 @@ class GuardedProtocol(HttpToolsProtocol):
     _in_head = True
     _header_count = 0
     _refused = False
+    _read = 0
+    """Bytes of the read being parsed."""
+    _first_read = 0
+    """Bytes of the read in which the current request began (its head is at most that plus
+    ``_head_bytes``)."""
     _idle: Deadlines | None = None
     """The loop's keep-alive deadlines, where this connection waits between requests."""
 
@@ -83,9 +92,10 @@ class GuardedProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        read = self._read = len(data)
         if self._in_head:
-            self._head_bytes += len(data)
-        super().data_received(data)
+            self._head_bytes += read
+        _Base.data_received(self, data)
         # Headers still incomplete after this read: refuse once they pass the limit, so at
         # most one read (256 KiB) past it is ever parsed.
         if self._in_head and not self._refused and self._over_bytes(self._head_bytes):
@@ -93,39 +103,42 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self._in_head, self._head_bytes, self._header_count = True, 0, 0
-        super().on_message_begin()
+        self._first_read = self._read
+        _Base.on_message_begin(self)
 
     def on_url(self, url: bytes) -> None:
         if not self._refused:
-            super().on_url(url)
+            _Base.on_url(self, url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._refused:
             return
-        self._header_count += 1
-        if self.max_headers is not None and self._header_count > self.max_headers:
+        count = self._header_count = self._header_count + 1
+        if self.max_headers is not None and count > self.max_headers:
             self._refuse_headers(f"more than {self.max_headers} request headers (max_headers)")
             return
-        super().on_header(name, value)
+        _Base.on_header(self, name, value)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
         if self._refused:
             return
-        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
-        if self._over_bytes(size):
-            self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
-            return
-        self._disarm()
-        super().on_headers_complete()
+        # Counted exactly only when the reads the head came in could hold more than the limit.
+        if self._over_bytes(self._first_read + self._head_bytes):
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if self._over_bytes(size):
+                self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
+                return
+        self._awaiting_head = False  # the headers came: no deadline until the response re-arms it
+        _Base.on_headers_complete(self)
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
-            super().on_body(body)
+            _Base.on_body(self, body)
 
     def on_message_complete(self) -> None:
         if not self._refused:
-            super().on_message_complete()
+            _Base.on_message_complete(self)
 
     def _over_bytes(self, size: int) -> bool:
         return self.max_header_bytes is not None and size > self.max_header_bytes
@@ -163,9 +176,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self._arm()  # the next request's headers are due within the deadline too
 
     def _unset_keepalive_if_required(self) -> None:
+        # uvicorn's cancels its keep-alive timer, which this protocol never makes.
         if self._idle is not None:
             self._idle.clear(self)
-        super()._unset_keepalive_if_required()
 
     def _arm(self) -> None:
         """Headers are due from now: the connection's one timer checks them when it fires.
@@ -180,10 +193,6 @@ class GuardedProtocol(HttpToolsProtocol):
         self._awaiting_head = True
         if self._header_timer is None:
             self._header_timer = self.loop.call_at(self._head_since + timeout, self._check_head)
-
-    def _disarm(self) -> None:
-        """The headers came: no deadline until the response re-arms it."""
-        self._awaiting_head = False
 
     def _stop_timer(self) -> None:
         self._awaiting_head = False
