@@ -24,6 +24,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -671,12 +672,14 @@ async def test_hook_on_tool_input_available(kernel_with):
 @pytest.mark.anyio
 async def test_hook_on_tool_output(kernel_with):
     plugin = load_example("hooks/on_tool_output.py")
+    started = time.perf_counter()
     ok, _, _ = await _call_echo_and_fail(kernel_with(plugin))
+    around = time.perf_counter() - started
     assert ok.content[0].text == "hi"
     [(name, seconds, tags)] = plugin.durations
     assert name == "tool.duration_s"
     assert tags == {"tool": "echo"}
-    assert 0 <= seconds < 5
+    assert 0 <= seconds <= around, "seconds, and no longer than the calls it was measured within"
 
 
 @pytest.mark.anyio

@@ -3,6 +3,9 @@ on a knowledge base whose vectors live in a real Postgres with pgvector.
 
 The server must keep answering ``ping`` while it works on any of them, and refuse the
 oversized ones (by a documented limit, named in the error) before doing any work on them.
+No assertion here is about speed: each wait has a generous timeout as a guard against a hang,
+and "ping keeps answering" is checked by order (a ping answered before the slow call's reply)
+or by every ping being answered, never by how long an answer took.
 """
 
 from __future__ import annotations
@@ -28,8 +31,6 @@ EMBEDDER = "local/minilm-l6-int8"
 """The default embedder: its tokenizer ships, so chunk_document can count tokens."""
 REPLY_TIMEOUT_S = 120.0
 """How long any reply may take before the test gives up on the server (not a measured bound)."""
-PING_BOUND_S = 1.0
-"""What the project promises: no tool input keeps the event loop from answering ping longer."""
 
 CATASTROPHIC = {"title": {"$regex": "^(\\w+\\s?)*$"}}
 """Exponential for a backtracking engine on a title of many words that ends in a non-word character."""
@@ -43,33 +44,33 @@ class StdioServer:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT
             )
-        self.replies: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
+        self.replies: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
         self._ids = iter(range(1, 1_000_000))
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.replies.put((time.monotonic(), json.loads(line)))
+        for arrived, line in enumerate(self.proc.stdout):
+            self.replies.put((arrived, json.loads(line)))
 
-    def send(self, method: str, params: dict[str, Any] | None = None) -> tuple[int, float]:
-        """Send a request; its id and when it was sent."""
+    def send(self, method: str, params: dict[str, Any] | None = None) -> int:
+        """Send a request; its id."""
         request_id = next(self._ids)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
         self.write(json.dumps(message))
-        return request_id, time.monotonic()
+        return request_id
 
     def write(self, line: str) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
 
-    def wait_for(self, request_id: int, timeout: float = REPLY_TIMEOUT_S) -> tuple[float, dict[str, Any]]:
-        """The reply to ``request_id`` and when it arrived (other replies are kept for later)."""
+    def wait_for(self, request_id: int, timeout: float = REPLY_TIMEOUT_S) -> tuple[int, dict[str, Any]]:
+        """The reply to ``request_id`` and its place in the order replies arrived (others are kept)."""
         deadline = time.monotonic() + timeout
-        kept: list[tuple[float, dict[str, Any]]] = []
+        kept: list[tuple[int, dict[str, Any]]] = []
         try:
             while True:
                 remaining = deadline - time.monotonic()
@@ -87,8 +88,7 @@ class StdioServer:
                 self.replies.put(item)
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        request_id, _ = self.send(method, params)
-        return self.wait_for(request_id)[1]
+        return self.wait_for(self.send(method, params))[1]
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -146,28 +146,30 @@ def served(pg_kb: Path, tmp_path: Path) -> Iterator[StdioServer]:
         server.close()
 
 
-def _search_while_pinging(server: StdioServer, arguments: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    """Call ``search`` and ping the server every 0.2 s until it answers; the reply and the slowest ping."""
-    search_id, _ = server.send("tools/call", {"name": "search", "arguments": arguments})
-    slowest = 0.0
+def _call_while_pinging(
+    server: StdioServer, tool: str, arguments: dict[str, Any]
+) -> tuple[dict[str, Any], int]:
+    """Call ``tool`` and ping the server, one ping at a time, until the call answers: its reply and
+    how many pings were answered before it. Every ping must be answered; the timeouts only guard
+    against a hang (a server whose event loop a tool input blocked for good fails there)."""
+    call_id = server.send("tools/call", {"name": tool, "arguments": arguments})
+    answered_before = 0
     deadline = time.monotonic() + REPLY_TIMEOUT_S
     while time.monotonic() < deadline:
-        ping_id, sent = server.send("ping")
-        answered, reply = server.wait_for(ping_id, timeout=30)
+        ping_arrived, reply = server.wait_for(server.send("ping"))
         assert reply.get("result") == {}, reply
-        slowest = max(slowest, answered - sent)
-        assert slowest <= PING_BOUND_S, f"a ping waited {slowest:.2f}s while search ran"
         try:
-            _, result = server.wait_for(search_id, timeout=0.2)
+            call_arrived, result = server.wait_for(call_id, timeout=0.2)
         except pytest.fail.Exception:
+            answered_before += 1
             continue
-        return result, slowest
-    pytest.fail("search did not answer")
+        return result, answered_before + (ping_arrived < call_arrived)
+    pytest.fail(f"{tool} did not answer")
 
 
 def test_a_catastrophic_regex_filter_in_hybrid_mode_never_stalls_ping(served: StdioServer) -> None:
-    reply, _ = _search_while_pinging(
-        served, {"query": "solar panels energy", "mode": "hybrid", "filter": CATASTROPHIC}
+    reply, _ = _call_while_pinging(
+        served, "search", {"query": "solar panels energy", "mode": "hybrid", "filter": CATASTROPHIC}
     )
     result = reply["result"]
     assert result["isError"] is False, result
@@ -188,7 +190,7 @@ def _refused(reply: dict[str, Any]) -> str:
 def test_a_huge_query_is_refused_by_its_limit_and_ping_keeps_answering(
     served: StdioServer, size: int
 ) -> None:
-    reply, _ = _search_while_pinging(served, {"query": "solar " * (size // 6)})
+    reply, _ = _call_while_pinging(served, "search", {"query": "solar " * (size // 6)})
     text = _refused(reply)
     assert f"query: {size // 6 * 6} characters, over max_query_chars (10000)" in text, text[:300]
     assert len(text) < 500, "the refusal names the limit; it does not echo the input"
@@ -196,7 +198,7 @@ def test_a_huge_query_is_refused_by_its_limit_and_ping_keeps_answering(
 
 def test_a_filter_of_20000_branches_is_refused_by_its_limit(served: StdioServer) -> None:
     huge_or = {"$or": [{"title": f"t{i}"} for i in range(20_000)]}
-    reply, _ = _search_while_pinging(served, {"query": "solar panels", "filter": huge_or})
+    reply, _ = _call_while_pinging(served, "search", {"query": "solar panels", "filter": huge_or})
     text = _refused(reply)
     assert "filter.$or: 20000 filters, over max_branches (100)" in text, text[:300]
 
@@ -226,32 +228,20 @@ def test_limits_are_options(pg_kb: Path, tmp_path: Path) -> None:
         server.close()
 
 
-def _call_while_pinging(server: StdioServer, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Call ``tool``, pinging the server every 0.2 s until it answers; each ping within the bound."""
-    call_id, _ = server.send("tools/call", {"name": tool, "arguments": arguments})
-    deadline = time.monotonic() + REPLY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        ping_id, sent = server.send("ping")
-        answered, reply = server.wait_for(ping_id, timeout=30)
-        assert reply.get("result") == {}, reply
-        assert answered - sent <= PING_BOUND_S, f"a ping waited {answered - sent:.2f}s while {tool} ran"
-        try:
-            return server.wait_for(call_id, timeout=0.2)[1]
-        except pytest.fail.Exception:
-            continue
-    pytest.fail(f"{tool} did not answer")
-
-
 def test_chunking_a_long_text_by_tokens_never_stalls_ping(served: StdioServer) -> None:
-    """Counting tokens over 400 kB took 2.6 s on the event loop; it runs in a worker thread."""
+    """Counting tokens over 400 kB took 2.6 s on the event loop; it runs in a worker thread, so
+    the ping sent right after the call is answered while the split is still under way (on the
+    event loop, no ping could be answered before the split's own reply)."""
     text = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 7_000
-    reply = _call_while_pinging(served, "chunk_document", {"text": text, "size": 250, "length": "tokens"})
+    arguments = {"text": text, "size": 250, "length": "tokens"}
+    reply, pings_meanwhile = _call_while_pinging(served, "chunk_document", arguments)
     assert reply["result"]["isError"] is False, str(reply)[:500]
+    assert pings_meanwhile >= 1, "no ping was answered while chunk_document ran"
     assert len(reply["result"]["structuredContent"]["chunks"]) > 100
 
 
 def test_a_text_over_the_chunking_limit_is_refused_by_it(served: StdioServer) -> None:
-    reply = _call_while_pinging(served, "chunk_document", {"text": "x" * 2_000_001})
+    reply, _ = _call_while_pinging(served, "chunk_document", {"text": "x" * 2_000_001})
     text = _refused(reply)
     assert "text: 2000001 characters, over max_chunk_text_chars (1000000)" in text, text[:300]
 

@@ -107,11 +107,11 @@ def wrap(owner, attribute, name):
 from toolkernel_rag import ingestion, catalog, sparse, kb as kbmod, sources
 
 wrap(ingestion, "catch_up_extensions", "extensions (graph build)")
-wrap(sparse.SparseIndex, "_build", "BM25 rebuild")
-wrap(sparse.SparseIndex, "_save", "BM25 save")
+wrap(sparse.SparseIndex, "_save", "BM25 save (segments)")
 wrap(catalog.Catalog, "mark_pending", "catalog: mark pending")
 wrap(catalog.Catalog, "commit_documents", "catalog: commit chunks")
-wrap(catalog.Catalog, "hashes", "catalog: hashes")
+wrap(catalog.Catalog, "hashes_of", "catalog: a window's hashes")
+wrap(ingestion, "finish_source", "deletions (gone from source)")
 wrap(kbmod.KnowledgeBase, "aclose", "close (store flush)")
 
 original_write = ingestion._write

@@ -779,15 +779,22 @@ def _auth_info(ctx: ServerRequestContext[Any, Any]) -> AuthInfo | None:
     return auth_of_scope(scope if isinstance(scope, dict) else None)
 
 
+_get_access_token: Any = None
+"""The SDK's ``get_access_token``, once :func:`auth_of_scope` first needs it."""
+
+
 def auth_of_scope(scope: dict[str, Any] | None) -> AuthInfo | None:
     """The verified caller of the HTTP request with ASGI ``scope``: the auth layer's, else the SDK's."""
     if scope is not None:
         info = scope.get(AUTH_SCOPE_KEY)
         if isinstance(info, AuthInfo):
             return info
-    from mcp.server.auth.middleware.auth_context import get_access_token
+    global _get_access_token
+    if _get_access_token is None:  # looked up once: an import statement here costs ~1 us a request
+        from mcp.server.auth.middleware.auth_context import get_access_token
 
-    token = get_access_token()
+        _get_access_token = get_access_token
+    token = _get_access_token()
     if token is None:
         return None
     return AuthInfo(

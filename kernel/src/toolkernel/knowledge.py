@@ -262,7 +262,14 @@ class StateSegment:
 
 @runtime_checkable
 class KBExtension(Protocol):
-    """An index of its own, fed by ingestion, queried as extra ``search`` modes."""
+    """An index of its own, fed by ingestion, queried as extra ``search`` modes.
+
+    A server (a reader) opens its extensions again whenever the knowledge base moves on, so
+    they load their state afresh. An extension that follows its state by itself — it reads
+    what writers appended since it last looked, e.g. :meth:`KBContext.load_segments` with
+    ``after`` — sets the class attribute ``follows_state = True``: the server then keeps it
+    open, and opens it again only when a writer reset its state (``toolkernel kb repair``).
+    """
 
     @property
     def modes(self) -> Collection[str]:

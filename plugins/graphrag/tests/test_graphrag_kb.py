@@ -255,6 +255,9 @@ async def test_a_running_reader_follows_a_writer_processes_new_segments_within_s
                 return [h["document_id"] for h in result.structured_content["results"]]
 
             assert "docs/accra.md" not in await found()
+            extension = reader.extensions["graph"]
+            assert isinstance(extension, GraphExtension)
+            graph, read = extension.graph, extension._sequence
             cli = str(Path(sys.executable).with_name("toolkernel"))
             done = await anyio.to_thread.run_sync(
                 lambda: subprocess.run(
@@ -269,3 +272,45 @@ async def test_a_running_reader_follows_a_writer_processes_new_segments_within_s
             while "docs/accra.md" not in await found():
                 assert time.monotonic() - finished < 5, "the reader did not see the new segment within 5 s"
                 await anyio.sleep(0.1)
+            # The server kept its extension and its graph, and applied the new segment to it: it
+            # did not open the extension again and read every segment back.
+            assert reader.extensions["graph"] is extension
+            assert extension.graph is graph
+            assert extension._sequence > read
+
+
+@pytest.mark.anyio
+async def test_a_running_reader_opens_the_graph_again_after_kb_repair_reset_it(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    import anyio
+
+    where = await ingested(tmp_path)
+    query = {"query": "What is the capital of Ghana?", "mode": "graph", "top_k": 5}
+    async with await KnowledgeBase.open(where, kernel=kernel()) as reader:
+        server = kb_server(reader, KBServerOptions())
+        async with connect_in_memory(server) as client:
+            result = await client.call_tool("search", query)
+            assert not result.is_error, result.content
+            before = result.structured_content["results"]
+            extension = reader.extensions["graph"]
+            cli = str(Path(sys.executable).with_name("toolkernel"))
+            done = await anyio.to_thread.run_sync(
+                lambda: subprocess.run(
+                    [cli, "kb", "repair", "--kb", where], capture_output=True, text=True, timeout=300
+                )
+            )
+            assert done.returncode == 0, done.stderr
+            # The graph's segments were written again from 1: a reader that kept its extension
+            # would look for segments after the last one it read and never see the new graph.
+            finished = time.monotonic()
+            while reader.extensions["graph"] is extension:
+                assert time.monotonic() - finished < 5, "the reader did not open the rebuilt graph within 5 s"
+                result = await client.call_tool("search", query)
+                assert not result.is_error, result.content
+                await anyio.sleep(0.1)
+            result = await client.call_tool("search", query)
+            assert not result.is_error, result.content
+            assert result.structured_content["results"] == before

@@ -36,10 +36,23 @@ def header(name: str, ctx: ToolContext) -> str:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``toolkernel serve --transport http --port 0`` in its own process; yields its URL and the process."""
+    yield from _serve_headers(tmp_path, {})
+
+
+@pytest.fixture
+def served_with_a_long_grace(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """The same, giving open connections 600 s to finish when it stops (``shutdown_grace_s``)."""
+    yield from _serve_headers(tmp_path, {"TOOLKERNEL_HTTP_SHUTDOWN_GRACE_S": "600"})
+
+
+def _serve_headers(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     (tmp_path / "header_server.py").write_text(HEADER_SERVER)
     command = [sys.executable, "-m", "toolkernel", "serve", f"{tmp_path / 'header_server.py'}:app"]
     proc = subprocess.Popen(
-        [*command, "--transport", "http", "--port", "0"], stderr=subprocess.PIPE, text=True
+        [*command, "--transport", "http", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
     )
     try:
         assert proc.stderr is not None
@@ -53,7 +66,11 @@ def served(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
         yield url, proc
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 @pytest.fixture
@@ -72,9 +89,13 @@ def test_call_sends_headers_to_a_url_server(
 
 
 @pytest.mark.timeout(120)
-def test_ctrl_c_does_not_wait_for_open_get_streams(served: tuple[str, subprocess.Popen[str]]) -> None:
-    """A client holding its session's GET stream open must not hold up the server's stop."""
-    url, proc = served
+def test_ctrl_c_does_not_wait_for_open_get_streams(
+    served_with_a_long_grace: tuple[str, subprocess.Popen[str]],
+) -> None:
+    """A client holding its session's GET stream open must not hold up the server's stop: with
+    600 s of grace for open connections, the server still stops (the 30 s wait is only a guard;
+    a server waiting for the stream would run into it) and ends the stream."""
+    url, proc = served_with_a_long_grace
     accept = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     init = initialize()
     with httpx.Client(timeout=30) as client:
@@ -93,12 +114,12 @@ def test_ctrl_c_does_not_wait_for_open_get_streams(served: tuple[str, subprocess
         holder = threading.Thread(target=hold, daemon=True)
         holder.start()
         assert opened.wait(10)
-        started = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-        stopped_after = time.monotonic() - started
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the server waited for the open GET stream instead of ending it")
         holder.join(10)
-    assert stopped_after < 2.5, f"stopping took {stopped_after:.1f} s (the grace period is 5 s)"
     assert not holder.is_alive(), "the GET stream was not ended"
 
 
@@ -149,10 +170,25 @@ async def slow(marker: str) -> str:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_stop_signal_lets_the_request_in_flight_finish(tmp_path: Path, signum: int) -> None:
+@pytest.mark.parametrize(
+    ("signum", "inherited"),
+    [
+        (signal.SIGINT, signal.SIG_DFL),
+        (signal.SIGTERM, signal.SIG_DFL),
+        (signal.SIGINT, signal.SIG_IGN),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"],
+)
+def test_a_stop_signal_lets_the_request_in_flight_finish(
+    tmp_path: Path, signum: int, inherited: signal.Handlers
+) -> None:
     """SIGTERM (what service managers and ``docker stop`` send) drains the server as Ctrl-C
-    does: the request in flight gets its answer, and the exit status is Ctrl-C's (130)."""
+    does: the request in flight gets its answer, and the exit status is Ctrl-C's (130).
+
+    The server is started with SIGINT at a known disposition, not whatever the test run has:
+    a background job of a shell script inherits SIGINT ignored, under which the server still
+    stopped on Ctrl-C (uvicorn handles it itself) but exited 0.
+    """
     (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
     env = {**os.environ, "TOOLKERNEL_HTTP_STATELESS": "true", "TOOLKERNEL_HTTP_JSON_RESPONSE": "true"}
     target = f"{tmp_path / 'slow_server.py'}:app"
@@ -161,6 +197,7 @@ def test_a_stop_signal_lets_the_request_in_flight_finish(tmp_path: Path, signum:
         env=env,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, inherited),
     )
     try:
         assert proc.stderr is not None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -329,21 +328,20 @@ async def test_query_is_one_statement_once_the_connection_holds_its_settings(
 
 @pytest.mark.anyio
 async def test_kept_connections_never_starve_a_call_waiting_on_the_pool(postgres: PostgresService) -> None:
-    """With one pooled connection, concurrent queries and writes all finish well inside pool_timeout:
-    a connection the store would keep goes back to the pool whenever one of its calls waits there."""
+    """With one pooled connection, concurrent queries and writes all get it: a connection the store
+    would keep goes back to the pool whenever one of its calls waits there. A starved call fails
+    with the pool's timeout error (5 s); the 120 s limit only guards against a hang."""
     store = create_store(dsn=postgres.uri, schema="keep", pool_min_size=1, pool_max_size=1, pool_timeout=5)
     try:
         await store.create_index("docs", DIM, "cosine")
         data = _vectors(40, seed=8)
         await store.upsert("docs", [f"k{i}" for i in range(40)], data)
-        started = time.monotonic()
-        with anyio.fail_after(4):  # a starved call would wait out the 5 s pool timeout
+        with anyio.fail_after(120):
             async with anyio.create_task_group() as tg:
                 for i in range(20):
                     tg.start_soon(store.query, "docs", data[i])
                     tg.start_soon(store.upsert, "docs", [f"k{i}"], [data[i]])
                     tg.start_soon(store.count, "docs")
-        assert time.monotonic() - started < 4
         assert len(store._idle) == 1
         assert store._waiting == 0
     finally:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolkernel.cli import main
+from toolkernel.testing.services import PostgresService
 
 from .conftest import EMBEDDER
 
@@ -99,6 +100,87 @@ def test_a_malformed_manifest_is_one_line_for_stats(
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("toolkernel: error: knowledge base ")
     assert "manifest.json" in line or "layout format 99" in line
+
+
+def test_delete_drops_the_index_of_a_store_kept_outside_the_directory(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store with a path outside the knowledge base kept the deleted knowledge base's index
+    for good; now only that index goes, and another knowledge base's in the same store stays."""
+    import anyio
+
+    from toolkernel import Kernel
+
+    outside = tmp_path / "shared-store"
+    store = ["--store", "qdrant", "--store-options", json.dumps({"path": str(outside)})]
+    for name in ("kb1", "kb2"):
+        args = ["kb", "ingest", str(corpus), "--kb", name, "--embedder", EMBEDDER, "--quiet", *store]
+        assert main([*args, "--no-extensions"]) == 0
+
+    async def indexes() -> list[str]:
+        opened = Kernel.from_config(None).vector_store("qdrant", path=str(outside))
+        try:
+            return sorted(await opened.list_indexes())
+        finally:
+            await opened.aclose()
+
+    assert anyio.run(indexes) == ["kb1", "kb2"]
+    capsys.readouterr()
+    assert main(["kb", "delete", "--kb", "kb1", "--yes"]) == 0
+    assert not (tmp_path / "kb-home" / "kb1").exists()
+    assert capsys.readouterr().err.strip().endswith(f"and the index 'kb1' in the qdrant store at {outside}")
+    assert anyio.run(indexes) == ["kb2"]
+
+
+def test_delete_drops_the_pgvector_index_of_a_knowledge_base_in_a_directory(
+    corpus: Path, postgres: PostgresService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store server (pgvector) is outside any directory: delete dropped the directory and
+    left the knowledge base's table in the database."""
+    import anyio
+
+    from toolkernel import Kernel
+
+    options = {"dsn": postgres.uri, "schema": "kb_delete"}
+    store = ["--store", "pgvector", "--store-options", json.dumps(options)]
+    for name in ("pg1", "pg2"):
+        args = ["kb", "ingest", str(corpus), "--kb", name, "--embedder", EMBEDDER, "--quiet", *store]
+        assert main([*args, "--no-extensions"]) == 0
+
+    async def indexes() -> list[str]:
+        opened = Kernel.from_config(None).vector_store("pgvector", **options)
+        try:
+            return sorted(await opened.list_indexes())
+        finally:
+            await opened.aclose()
+
+    assert anyio.run(indexes) == ["pg1", "pg2"]
+    capsys.readouterr()
+    assert main(["kb", "delete", "--kb", "pg1", "--yes"]) == 0
+    assert capsys.readouterr().err.strip().endswith("and the index 'pg1' in the pgvector store (its server)")
+    assert anyio.run(indexes) == ["pg2"]
+
+
+def test_delete_refuses_when_the_store_cannot_drop_the_index(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing is deleted when the index outside cannot be dropped: the manifest is all that
+    says where it lives (here its store's plugin is no longer installed)."""
+    store = ["--store", "qdrant", "--store-options", json.dumps({"path": str(tmp_path / "elsewhere")})]
+    args = ["kb", "ingest", str(corpus), "--kb", "kb1", "--embedder", EMBEDDER, "--quiet", *store]
+    assert main([*args, "--no-extensions"]) == 0
+    manifest = tmp_path / "kb-home" / "kb1" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["store"]["name"] = "gone"
+    manifest.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["kb", "delete", "--kb", "kb1", "--yes"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        f"toolkernel: error: kb delete: cannot drop the index 'kb1' from the gone store at {tmp_path}"
+    ), line
+    assert line.endswith("; nothing was deleted"), line
+    assert manifest.exists()
 
 
 def test_delete_without_a_terminal_asks_for_yes(corpus: Path, tmp_path: Path) -> None:

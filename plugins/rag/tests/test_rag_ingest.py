@@ -8,6 +8,7 @@ import pytest
 
 from toolkernel_rag import KBError, KnowledgeBase, ingest
 from toolkernel_rag.layout import read_manifest
+from toolkernel_rag.sources import SourceReader
 
 from .conftest import EMBEDDER, make_kernel, write_records
 
@@ -148,6 +149,43 @@ async def test_a_second_source_does_not_delete_the_first(corpus: Path, tmp_path:
         report = await ingest(kb, [str(other)])
         assert (report.added, report.deleted) == (1, 0)
         assert kb.catalog.counts()[0] == 6
+
+
+async def test_deletions_and_repeated_ids_are_found_past_a_window_and_a_page(tmp_path: Path) -> None:
+    # The ids read are kept on disk and the catalog is asked one window (256 documents) at a
+    # time; the documents gone from a source are found by paging its ids (1,024 at a time).
+    records = [{"id": f"r{i:04d}", "text": f"Record {i} about tides and harbours."} for i in range(2600)]
+    repeated = [*records, {"id": "r0005", "text": "A second record with the id r0005."}]
+    source = write_records(tmp_path / "records.jsonl", repeated)
+    async with await _open(tmp_path / "kb") as kb:
+        first = await ingest(kb, [str(source)])
+        assert (first.added, first.deleted) == (2600, 0)
+        assert [p.reason for p in first.problems] == ["repeats a document id; the first was kept"]
+        kept = records[:100]
+        kept[7] = {"id": "r0007", "text": "Record 7, rewritten, about lighthouses."}
+        write_records(source, kept)
+        again = await ingest(kb, [str(source)])
+        assert (again.unchanged, again.updated, again.added, again.deleted) == (99, 1, 0, 2500)
+        assert kb.catalog.counts() == (100, 0, 100)
+        assert await kb.store.count(kb.index) == 100
+        assert kb.catalog.hashes_of(["records.jsonl/r0099", "records.jsonl/r0100"]).keys() == {
+            "records.jsonl/r0099"
+        }
+
+
+def test_a_source_is_walked_as_it_is_read(tmp_path: Path) -> None:
+    # Counting walks the source without keeping the walk, and reading walks it again one
+    # directory at a time: a file added to a directory the walk has not reached yet is read.
+    for name in ("a/1.md", "b/2.md"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(f"# {name}\n\nsome text.\n", encoding="utf-8")
+    reader = SourceReader(str(tmp_path))
+    assert reader.count() == 2
+    documents = reader.documents()
+    assert next(documents).id == "a/1.md"
+    (tmp_path / "b/3.md").write_text("# added while reading\n", encoding="utf-8")
+    assert [d.id for d in documents] == ["b/2.md", "b/3.md"]
+    assert reader.problems == []
 
 
 async def test_corrupt_and_unsupported_files_are_reported_and_skipped(corpus: Path, tmp_path: Path) -> None:

@@ -90,6 +90,9 @@ class GraphExtension:
     """A :class:`~toolkernel.knowledge.KBExtension` holding one knowledge base's chunk graph."""
 
     modes: Collection[str] = ("graph", "mastra")
+    follows_state = True
+    """A server keeps this extension open as the knowledge base moves on: :meth:`refresh` reads
+    only the segments appended since it last looked (reopening would read every segment again)."""
 
     def __init__(
         self,

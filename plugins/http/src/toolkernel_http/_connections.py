@@ -11,6 +11,13 @@ the previous response) with ``408`` and closes it, and answers a connection past
 connection is closed, before any body is read or any token looked at: httptools gathers a
 header by joining the pieces it has read, so one 128 MB header would otherwise cost seconds of
 the event loop every client shares. All bodies are JSON-RPC errors, as every refusal.
+
+It also writes a response's head and its first body chunk in one system call
+(:class:`HeadWithBody`): uvicorn writes the head as soon as the app starts the response, so a
+small JSON answer took two writes, two TCP segments and two wake-ups of the client. And it
+keeps uvicorn's keep-alive deadline (an idle connection is closed ``timeout_keep_alive``
+seconds after its last response) without the timer uvicorn makes after every response and
+cancels when the next request comes: the loop's shared deadlines keep it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import json
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from toolkernel_http._deadlines import Deadlines, deadlines
 
 
 def _refusal(status: str, message: str) -> bytes:
@@ -33,6 +42,10 @@ def _refusal(status: str, message: str) -> bytes:
 
 LINGER_S = 2.0
 """Seconds a refused connection is kept open, reading nothing, so the client can read the answer."""
+
+
+_Base = HttpToolsProtocol
+"""Called directly rather than through ``super()``: these callbacks run several times a request."""
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -51,6 +64,13 @@ class GuardedProtocol(HttpToolsProtocol):
     _in_head = True
     _header_count = 0
     _refused = False
+    _read = 0
+    """Bytes of the read being parsed."""
+    _first_read = 0
+    """Bytes of the read in which the current request began (its head is at most that plus
+    ``_head_bytes``)."""
+    _idle: Deadlines | None = None
+    """The loop's keep-alive deadlines, where this connection waits between requests."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if self.max_connections is not None and len(self.connections) >= self.max_connections:
@@ -59,19 +79,23 @@ class GuardedProtocol(HttpToolsProtocol):
             transport.write(_refusal("503 Service Unavailable", message))
             transport.close()
             return
-        super().connection_made(transport)
+        super().connection_made(HeadWithBody(transport, self.loop))
+        self._idle = deadlines(self.loop, self.timeout_keep_alive)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timer()
+        if self._idle is not None:
+            self._idle.clear(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        read = self._read = len(data)
         if self._in_head:
-            self._head_bytes += len(data)
-        super().data_received(data)
+            self._head_bytes += read
+        _Base.data_received(self, data)
         # Headers still incomplete after this read: refuse once they pass the limit, so at
         # most one read (256 KiB) past it is ever parsed.
         if self._in_head and not self._refused and self._over_bytes(self._head_bytes):
@@ -79,39 +103,42 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self._in_head, self._head_bytes, self._header_count = True, 0, 0
-        super().on_message_begin()
+        self._first_read = self._read
+        _Base.on_message_begin(self)
 
     def on_url(self, url: bytes) -> None:
         if not self._refused:
-            super().on_url(url)
+            _Base.on_url(self, url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._refused:
             return
-        self._header_count += 1
-        if self.max_headers is not None and self._header_count > self.max_headers:
+        count = self._header_count = self._header_count + 1
+        if self.max_headers is not None and count > self.max_headers:
             self._refuse_headers(f"more than {self.max_headers} request headers (max_headers)")
             return
-        super().on_header(name, value)
+        _Base.on_header(self, name, value)
 
     def on_headers_complete(self) -> None:
         self._in_head = False
         if self._refused:
             return
-        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
-        if self._over_bytes(size):
-            self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
-            return
-        self._disarm()
-        super().on_headers_complete()
+        # Counted exactly only when the reads the head came in could hold more than the limit.
+        if self._over_bytes(self._first_read + self._head_bytes):
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if self._over_bytes(size):
+                self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
+                return
+        self._awaiting_head = False  # the headers came: no deadline until the response re-arms it
+        _Base.on_headers_complete(self)
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
-            super().on_body(body)
+            _Base.on_body(self, body)
 
     def on_message_complete(self) -> None:
         if not self._refused:
-            super().on_message_complete()
+            _Base.on_message_complete(self)
 
     def _over_bytes(self, size: int) -> bool:
         return self.max_header_bytes is not None and size > self.max_header_bytes
@@ -134,9 +161,24 @@ class GuardedProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # the next request's headers are due within the deadline too
+        # uvicorn's, except for the keep-alive deadline: a shared one rather than a timer made now
+        # and cancelled by the next request.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self._idle is not None:
+            self._idle.set(self, self.timeout_keep_alive_handler, self.loop)
+        self._arm()  # the next request's headers are due within the deadline too
+
+    def _unset_keepalive_if_required(self) -> None:
+        # uvicorn's cancels its keep-alive timer, which this protocol never makes.
+        if self._idle is not None:
+            self._idle.clear(self)
 
     def _arm(self) -> None:
         """Headers are due from now: the connection's one timer checks them when it fires.
@@ -151,10 +193,6 @@ class GuardedProtocol(HttpToolsProtocol):
         self._awaiting_head = True
         if self._header_timer is None:
             self._header_timer = self.loop.call_at(self._head_since + timeout, self._check_head)
-
-    def _disarm(self) -> None:
-        """The headers came: no deadline until the response re-arms it."""
-        self._awaiting_head = False
 
     def _stop_timer(self) -> None:
         self._awaiting_head = False
@@ -177,6 +215,92 @@ class GuardedProtocol(HttpToolsProtocol):
         message = f"Request Timeout: headers not complete within {self.header_timeout_s}s (header_timeout_s)"
         self.transport.write(_refusal("408 Request Timeout", message))
         self.transport.close()
+
+
+class HeadWithBody(asyncio.Transport):
+    """A connection's transport as uvicorn's protocol and its response cycles see it: a response
+    head is held until the response's first body chunk, and both go out in one write.
+
+    A head is what uvicorn writes on ``http.response.start``: a status line and headers ending in
+    a blank line, nothing after it. Informational heads (``100 Continue``) go out at once. A head
+    whose body does not follow in the same step of the app (a stream) goes out on the loop's next
+    turn, before anything else written later, and before ``close``/``write_eof``.
+    """
+
+    __slots__ = ("_head", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._transport = transport
+        self._loop = loop
+        self._head: bytes | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head + data)
+        elif data[-4:] == b"\r\n\r\n" and data[:9] == b"HTTP/1.1 " and data[9:10] != b"1":
+            self._head = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._transport.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        for data in list_of_data:
+            self.write(data)
+
+    def flush(self) -> None:
+        """Write a held head now."""
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.write(head)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def abort(self) -> None:
+        self._head = None
+        self._transport.abort()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._transport.set_protocol(protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._transport.get_protocol()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + len(self._head or b"")
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
 
 
 def guarded_protocol(

@@ -203,7 +203,7 @@ async def serve(
             task.cancel()
 
     try:
-        with DisconnectWatch(receive, stop):
+        with DisconnectWatch(receive, stop, None if task is None else task.get_loop()):
             body = await _answer(answer, server, lifespan_state, request, context)
         if gone:
             await asyncio.sleep(0)  # take the cancellation stop() asked for, if no await took it yet

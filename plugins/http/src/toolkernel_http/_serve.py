@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import signal
 import socket
 import sys
 from collections.abc import Iterator, Mapping
@@ -82,6 +83,11 @@ class HTTPServerTransport:
                     await finished.wait()
                 finally:
                     server.should_exit = True
+        if server.stopped_by == signal.SIGINT:
+            # uvicorn stops on Ctrl-C whatever the process inherited, then raises SIGINT again
+            # once drained. Inherited as ignored (a background job of a shell script), that second
+            # SIGINT does nothing and serving would end as if nothing had stopped it (exit 0).
+            raise KeyboardInterrupt
 
     def check_workers(self, app: ServingApp) -> None:
         """Refuse to run as several processes where they could not behave as one server.
@@ -144,8 +150,8 @@ class LegacySSEServerTransport(HTTPServerTransport):
 
 
 def _uvicorn_server(config: Any, app: MCPHTTPApp) -> Any:
-    """uvicorn's server, freezing what start-up built, and ending the app's open GET streams as
-    soon as it starts shutting down.
+    """uvicorn's server, freezing what start-up built, ending the app's open GET streams as
+    soon as it starts shutting down, and remembering which signal stopped it.
 
     ``toolkernel serve`` freezes its start-up objects before the transport runs, but the HTTP
     transport then imports uvicorn and most of the SDK's server and builds the app: without a
@@ -157,6 +163,14 @@ def _uvicorn_server(config: Any, app: MCPHTTPApp) -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
+        stopped_by: int | None = None
+        """The first signal that stopped the server (SIGINT, SIGTERM), if one did."""
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.stopped_by is None:
+                self.stopped_by = sig
+            super().handle_exit(sig, frame)
+
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             gc.freeze()

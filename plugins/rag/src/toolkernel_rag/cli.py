@@ -6,12 +6,14 @@ import argparse
 import json
 import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkernel._builtin.commands import auth_argument, check_auth_option
 
 if TYPE_CHECKING:
     from toolkernel._kernel import Kernel
+    from toolkernel_rag.layout import Manifest
 
 
 def configure(parser: argparse.ArgumentParser, kernel: Kernel) -> None:
@@ -194,8 +196,6 @@ def run(args: argparse.Namespace, kernel: Kernel) -> Any:
 
 def _check_sources(sources: list[str]) -> None:
     """Every source must exist before anything is opened or created (a typo is not 'delete all')."""
-    from pathlib import Path
-
     from toolkernel_rag.layout import KBError
 
     for source in sources:
@@ -345,8 +345,6 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
 
 
 def _list(args: argparse.Namespace, kernel: Kernel) -> int:
-    from pathlib import Path
-
     from toolkernel_rag.kb import rag_settings
     from toolkernel_rag.layout import is_database_url, kb_home, read_manifest
 
@@ -451,18 +449,59 @@ def _delete(args: argparse.Namespace, kernel: Kernel) -> int:
         return 0
     directory = location.directory
     assert directory is not None
-    if read_manifest(directory) is None:
+    manifest = read_manifest(directory)
+    if manifest is None:
         raise KBError(f"no knowledge base at {str(directory)!r}")
     if not _confirmed(args, f"delete the knowledge base at {directory}?"):
         return 1
     lock = WriterLock(directory)
     lock.acquire(args.wait)  # never delete under a running ingest
     try:
+        outside = _outside_index(kernel, manifest, directory)
         shutil.rmtree(directory)
     finally:
         lock.release()
-    print(f"deleted {directory}", file=sys.stderr)
+    print(f"deleted {directory}{outside}", file=sys.stderr)
     return 0
+
+
+def _outside_index(kernel: Kernel, manifest: Manifest, directory: Path) -> str:
+    """Drop the knowledge base's vector index when its store keeps it outside ``directory`` (a
+    ``path`` elsewhere, or a server), which removing the directory would leave behind; what
+    was dropped, for the report. Only the index the manifest names goes: other knowledge bases
+    may share the store. A store that cannot drop it stops the delete before anything is gone.
+    """
+    import anyio
+
+    from toolkernel.vectors import IndexNotFoundError
+    from toolkernel_rag.layout import KBError
+
+    spec = manifest.store
+    options = dict(spec.options)
+    path = options.get("path")
+    if isinstance(path, str):
+        options["path"] = str(directory / path)  # a relative path is the directory's own
+        if Path(options["path"]).resolve().is_relative_to(directory.resolve()):
+            return ""
+    where = f"at {options['path']}" if isinstance(path, str) else "(its server)"
+
+    async def drop() -> None:
+        store = kernel.vector_store(spec.name, **options)
+        try:
+            await store.delete_index(spec.index)
+        except IndexNotFoundError:
+            pass  # already gone: nothing of this knowledge base is left there
+        finally:
+            await store.aclose()
+
+    try:
+        anyio.run(drop)
+    except Exception as exc:
+        raise KBError(
+            f"kb delete: cannot drop the index {spec.index!r} from the {spec.name} store {where}: "
+            f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; nothing was deleted"
+        ) from None
+    return f" and the index {spec.index!r} in the {spec.name} store {where}"
 
 
 def _confirmed(args: argparse.Namespace, question: str) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from opentelemetry import trace
 from toolkernel.knowledge import DocumentChunks, IngestBatch, KBExtension
 from toolkernel_rag.catalog import StoredChunk
 from toolkernel_rag.kb import KnowledgeBase, rag_settings
+from toolkernel_rag.seen_ids import SeenIds
 from toolkernel_rag.sources import Document, SourceProblem, SourceReader
 
 if TYPE_CHECKING:
@@ -91,9 +92,10 @@ async def ingest(
 
     Documents are chunked, embedded and written about ``batch_chunks`` chunks at a time, and
     never more than 1/32 of ``memory_mb`` (default ``[plugins.rag] ingest_memory_mb``) of
-    document text at a time; nothing else the run holds grows with the corpus but the
-    catalog's list of a source's ids and hashes and what extensions keep (GraphRAG's graph):
-    the BM25 index is written from the catalog page by page at the end.
+    document text at a time (and a window of at most as much read ahead). Nothing the run
+    holds grows with the corpus: sources are walked one directory at a time, the catalog is
+    asked for one window's hashes at a time, the ids read are kept on disk (:class:`SeenIds`),
+    and the BM25 index is written from the catalog page by page at the end.
 
     ``kb`` must be open writable (it holds the writer lock).
     """
@@ -108,60 +110,116 @@ async def ingest(
             progress(report)
         kb.catalog.start_bulk_load()
         for source, reader in zip(sources, readers, strict=True):
-            known = kb.catalog.hashes(reader.location)
-            seen: set[str] = set()
-            pending: list[Document] = []
-            pending_chunks = pending_bytes = 0
-            key: str | None = None
-            for document in reader.documents():
-                if key is None:  # given on the first document, so a missing source gets none
-                    key = kb.catalog.source_key(reader.location)
-                document.id = reader.qualified_id(key, document)
-                if document.id in seen:
-                    report.problems.append(
-                        SourceProblem(f"{source}: {document.id}", "repeats a document id; the first was kept")
-                    )
-                    continue
-                seen.add(document.id)
-                report.seen += 1
-                report.total = max(report.total, report.seen)  # a reader may yield more than counted
-                before = known.get(document.id)
-                if before == (document.hash, "done"):
-                    report.unchanged += 1
-                    if progress is not None:
-                        progress(report)
-                    continue
-                pending.append(document)
-                pending_chunks += max(1, len(document.text) // 800)
-                pending_bytes += len(document.text)
-                if pending_chunks >= batch_chunks or pending_bytes >= batch_bytes:
-                    await _write(kb, pending, known, report)
-                    pending, pending_chunks, pending_bytes = [], 0, 0
-                    if progress is not None:
-                        progress(report)
-            if pending:
-                await _write(kb, pending, known, report)
-            await finish_source(kb, reader, known, seen, report)
+            seen = SeenIds()
+            try:
+                await _ingest_source(kb, source, reader, seen, batch_chunks, batch_bytes, report, progress)
+                await finish_source(kb, reader, seen, report)
+            finally:
+                seen.close()
             if progress is not None:
                 progress(report)
         await finish_run(kb, report, started, span)
     return report
 
 
-async def finish_source(
+async def _ingest_source(
     kb: KnowledgeBase,
+    source: str,
     reader: SourceReader,
-    known: dict[str, tuple[str, str]],
-    seen: set[str],
+    seen: SeenIds,
+    batch_chunks: int,
+    batch_bytes: int,
     report: IngestReport,
+    progress: Progress | None,
 ) -> None:
-    """After every document of a source was read: collect its problems, delete what is gone from it."""
+    """Read one source a window of documents at a time and write what changed in batches.
+
+    The catalog is asked for the hashes of each window's documents only, and the ids read go
+    to ``seen`` (on disk): what this holds is one window and one batch, whatever the source's size.
+    """
+    pending: list[Document] = []
+    pending_known: dict[str, tuple[str, str]] = {}
+    pending_chunks = pending_bytes = 0
+    for window in _windows(_qualified(kb, reader), WINDOW_DOCUMENTS, batch_bytes):
+        known = kb.catalog.hashes_of([d.id for d in window])
+        for document in window:
+            if not seen.add(document.id):
+                report.problems.append(
+                    SourceProblem(f"{source}: {document.id}", "repeats a document id; the first was kept")
+                )
+                continue
+            report.seen += 1
+            report.total = max(report.total, report.seen)  # a reader may yield more than counted
+            before = known.get(document.id)
+            if before == (document.hash, "done"):
+                report.unchanged += 1
+                if progress is not None:
+                    progress(report)
+                continue
+            pending.append(document)
+            if before is not None:
+                pending_known[document.id] = before
+            pending_chunks += max(1, len(document.text) // 800)
+            pending_bytes += len(document.text)
+            if pending_chunks >= batch_chunks or pending_bytes >= batch_bytes:
+                await _write(kb, pending, pending_known, report)
+                pending, pending_known, pending_chunks, pending_bytes = [], {}, 0, 0
+                if progress is not None:
+                    progress(report)
+    if pending:
+        await _write(kb, pending, pending_known, report)
+
+
+WINDOW_DOCUMENTS = 256
+"""Documents read ahead at most, so the catalog is asked for their hashes in one query."""
+
+
+def _qualified(kb: KnowledgeBase, reader: SourceReader) -> Iterator[Document]:
+    """The documents of ``reader`` with their ids in the knowledge base (qualified by the source's key)."""
+    key: str | None = None
+    for document in reader.documents():
+        if key is None:  # given on the first document, so a missing source gets none
+            key = kb.catalog.source_key(reader.location)
+        document.id = reader.qualified_id(key, document)
+        yield document
+
+
+def _windows(documents: Iterator[Document], most: int, most_bytes: int) -> Iterator[list[Document]]:
+    """``documents`` in lists of at most ``most`` documents, cut when their text reaches ``most_bytes``."""
+    window: list[Document] = []
+    size = 0
+    for document in documents:
+        window.append(document)
+        size += len(document.text)
+        if len(window) >= most or size >= most_bytes:
+            yield window
+            window, size = [], 0
+    if window:
+        yield window
+
+
+async def finish_source(kb: KnowledgeBase, reader: SourceReader, seen: SeenIds, report: IngestReport) -> None:
+    """After every document of a source was read: collect its problems, delete what is gone from it.
+
+    What is gone is found by paging through the catalog's ids of the source against ``seen``.
+    """
     report.problems.extend(reader.problems)
-    gone = sorted(set(known) - seen)
-    if gone and not _source_missing(reader):
-        await _delete(kb, gone)
-        report.deleted += len(gone)
+    if _source_missing(reader):
+        return
+    deleted, after = 0, ""
+    while page := kb.catalog.source_ids(reader.location, after, GONE_PAGE):
+        gone = seen.unseen(page)
+        if gone:
+            await _delete(kb, gone)
+            deleted += len(gone)
+        after = page[-1]
+    if deleted:
+        report.deleted += deleted
         kb.catalog.forget_source(reader.location)
+
+
+GONE_PAGE = 1024
+"""Catalog ids compared with the ids read at a time, when looking for documents gone from a source."""
 
 
 async def finish_run(kb: KnowledgeBase, report: IngestReport, started: float, span: trace.Span) -> None:
@@ -349,6 +407,8 @@ async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> b
         # (on PostgreSQL several writers may run at once).
         with kb.extension_lock(name):
             sent = await _catch_up(kb, name, extension, batch_documents) or sent
+    if kb.location.directory is not None:
+        kb.release_neighbour_search()
     return sent
 
 

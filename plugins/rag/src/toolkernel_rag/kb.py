@@ -57,7 +57,7 @@ from toolkernel_rag.layout import (
     write_manifest,
 )
 from toolkernel_rag.locking import WriterLock
-from toolkernel_rag.neighbours import scan_nearest
+from toolkernel_rag.neighbours import NeighbourSearch
 from toolkernel_rag.settings import RagSettings
 from toolkernel_rag.shapes import BUILTIN_MODES
 from toolkernel_rag.sparse import SparseIndex
@@ -148,6 +148,8 @@ class KnowledgeBase:
         self.extensions: dict[str, KBExtension] = {}
         self._enabled_extensions = extensions
         self._extensions_generation = -1
+        self._extension_resets: dict[str, int] = {}
+        self._neighbours: NeighbourSearch | None = None
         self._follower: Follower | None = None
         self._operators: frozenset[str] = ALL_OPERATORS
         self.migrated = False
@@ -159,6 +161,17 @@ class KnowledgeBase:
         if self.location.directory is None:
             raise KBError(f"knowledge base {self.location} lives in a database, not a directory")
         return self.location.directory
+
+    @property
+    def neighbour_search(self) -> NeighbourSearch:
+        """How this embedded writer finds extensions' nearest chunks (:mod:`toolkernel_rag.neighbours`)."""
+        if self._neighbours is None:
+            self._neighbours = NeighbourSearch(self.embedded_catalog, self.manifest.embedder.dimension)
+        return self._neighbours
+
+    def release_neighbour_search(self) -> None:
+        """Drop the neighbour index a catch-up built (its memory is not needed past the catch-up)."""
+        self._neighbours = None
 
     @property
     def embedded_catalog(self) -> Catalog:
@@ -411,23 +424,41 @@ class KnowledgeBase:
         self._follower.start()
         self._open_extensions()
 
-    def _open_extensions(self) -> None:
+    def _open_extensions(
+        self, keep: Mapping[str, KBExtension] | None = None, resets: dict[str, int] | None = None
+    ) -> None:
+        """Open the enabled extensions, in registry order; those in ``keep`` stay as they are.
+        ``resets``: the extensions' reset counts read before deciding what to keep."""
         enabled = self._enabled_extensions
         for entry in self.kernel.kb_extensions.entries():
             if enabled is True or (not isinstance(enabled, bool) and entry.name in enabled):
-                self.extensions[entry.name] = entry.value(_ExtensionContext(self, entry.name))
-        self._extensions_generation = self._follower.view.generation if self._follower else -1
+                kept = keep.get(entry.name) if keep else None
+                self.extensions[entry.name] = kept or entry.value(_ExtensionContext(self, entry.name))
+        if self._follower is not None:
+            self._extensions_generation = self._follower.view.generation
+            self._extension_resets = self.embedded_catalog.extension_resets() if resets is None else resets
+        else:
+            self._extensions_generation = -1
 
     async def _follow_extensions(self, view: View) -> None:
-        """A reader reopens its extensions when the view moves on, so they reload their state."""
+        """A reader reopens its extensions when the view moves on, so they reload their state.
+
+        One that follows its state by itself (``follows_state``: it reads what writers appended
+        since it last looked) is kept open, unless a writer reset its state (``kb repair``)."""
         if self._extensions_generation == view.generation or not self.extensions:
             return
-        old = self.extensions
+        resets = await anyio.to_thread.run_sync(self.embedded_catalog.extension_resets)
+        old, keep = self.extensions, {}
+        for name, extension in old.items():
+            follows = getattr(extension, "follows_state", False)
+            if follows and resets.get(name) == self._extension_resets.get(name):
+                keep[name] = extension
         self.extensions = {}
-        self._open_extensions()
+        self._open_extensions(keep, resets)
         self._extensions_generation = view.generation
-        for extension in old.values():
-            await extension.aclose()
+        for name, extension in old.items():
+            if name not in keep:
+                await extension.aclose()
 
     async def _up_to_date(self, asked_as: str) -> None:
         """A writer migrates a knowledge base written by an older toolkernel-rag; a reader refuses it."""
@@ -1006,9 +1037,8 @@ class _ExtensionContext:
                 [ScoredChunk(r.id, r.score) for r in dense.query(list(v), top_k, filter)] for v in vectors
             ]
         if filter is None and kb.location.directory is not None:
-            # The embedded writer: one scan of the catalog for the batch (see toolkernel_rag.neighbours).
-            pages = kb.embedded_catalog.vector_pages()
-            found = await anyio.to_thread.run_sync(scan_nearest, pages, vectors, top_k)
+            # The embedded writer: a scan of the catalog, or its index (see toolkernel_rag.neighbours).
+            found = await anyio.to_thread.run_sync(kb.neighbour_search.nearest, vectors, top_k)
             return [[ScoredChunk(i, s) for i, s in row] for row in found]
         out = []
         for vector in vectors:

@@ -76,7 +76,7 @@ class SourceReader:
     source: str
     readers: ReaderRegistry = field(default_factory=builtin_readers)
     problems: list[SourceProblem] = field(default_factory=list)
-    _walked: list[tuple[Path, str]] | None = field(default=None, repr=False)
+    _walk_reported: bool = field(default=False, init=False, repr=False)
     _location: str = field(default="", init=False, repr=False)
     _is_file: bool | None = field(default=None, init=False, repr=False)
 
@@ -96,38 +96,46 @@ class SourceReader:
             self._is_file = Path(self.location).is_file()
         return qualified_id(source_key, document.id, not document.record and self._is_file)
 
-    def files(self) -> list[tuple[Path, str]]:
-        """The files this source holds that some reader reads, with their relative paths.
+    def files(self) -> Iterator[tuple[Path, str]]:
+        """The files this source holds that some reader reads, with their relative paths, in
+        path order.
 
-        Walking first lets ingestion count the work before reading any of it; files of
-        types no reader knows are reported here, one line per directory walk.
+        A generator that lists one directory at a time, so a walk holds one directory's names,
+        never every path of the source (a source walked twice, to count then to read, holds
+        neither list). Files of types no reader knows are reported once per reader, one line
+        per source, on the first walk that finishes.
         """
         root = Path(self.location)
         if not root.exists():
-            self.problems.append(SourceProblem(self.source, "does not exist"))
-            return []
+            self._report(SourceProblem(self.source, "does not exist"))
+            return
         if root.is_file():
-            return [(root, root.name)]
-        out: list[tuple[Path, str]] = []
+            yield root, root.name
+            return
         unsupported: dict[str, int] = {}
-        for path in sorted(_walk(root)):
+        for path in _walk(root):
             if self.readers.for_filename(path.name) is None:
                 # One line per directory walk, not one per image or lock file.
                 suffix = path.suffix.lower() or "(none)"
                 unsupported[suffix] = unsupported.get(suffix, 0) + 1
                 continue
-            out.append((path, path.relative_to(root).as_posix()))
+            yield path, path.relative_to(root).as_posix()
         if unsupported:
             kinds = ", ".join(f"{n} {s}" for s, n in sorted(unsupported.items()))
-            self.problems.append(SourceProblem(str(root), f"unsupported file types skipped: {kinds}"))
-        return out
+            self._report(SourceProblem(str(root), f"unsupported file types skipped: {kinds}"))
+        self._walk_reported = True
+
+    def _report(self, problem: SourceProblem) -> None:
+        """A problem of the walk itself, recorded by the first walk only."""
+        if not self._walk_reported:
+            self.problems.append(problem)
+        self._walk_reported = True
 
     def count(self) -> int:
         """How many documents this source holds, without reading them: one per file, one per
-        non-empty line of a ``.jsonl`` file. The walk is kept for :meth:`documents`."""
-        self._walked = self.files()
+        non-empty line of a ``.jsonl`` file. Walks the source without keeping the walk."""
         total = 0
-        for path, _ in self._walked:
+        for path, _ in self.files():
             if path.suffix.lower() == ".jsonl":
                 with path.open("rb") as lines:
                     total += sum(1 for line in lines if line.strip())
@@ -136,13 +144,13 @@ class SourceReader:
         return total
 
     def walked(self) -> list[tuple[Path, str]]:
-        """The files :meth:`count` walked (walked now if it was not called), handed over once:
-        for an engine that reads them elsewhere, one :meth:`read` each."""
-        walked, self._walked = self._walked, None
-        return walked if walked is not None else self.files()
+        """Every file of the source at once, for an engine that reads them elsewhere (one
+        :meth:`read` each): that engine plans with the whole list."""
+        return list(self.files())
 
     def documents(self) -> Iterator[Document]:
-        for path, relative in self.walked():
+        """The documents of every file, read as the walk reaches it."""
+        for path, relative in self.files():
             yield from self.read(path, relative)
 
     def read(self, path: Path, relative: str) -> Iterator[Document]:
@@ -208,11 +216,23 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _walk(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "__pycache__"]
-        for name in filenames:
-            if not name.startswith("."):
-                yield Path(dirpath) / name
+    """The files under ``root`` in the order of their sorted paths, listing one directory at a
+    time; hidden entries and ``__pycache__`` skipped, symbolic links to directories not followed
+    (as ``os.walk`` does)."""
+    try:
+        with os.scandir(root) as listing:
+            entries = sorted(
+                (entry.name, entry.is_dir(), entry.is_symlink())
+                for entry in listing
+                if not entry.name.startswith(".")
+            )
+    except OSError:
+        return
+    for name, is_dir, is_link in entries:
+        if not is_dir:
+            yield root / name
+        elif not is_link and name != "__pycache__":
+            yield from _walk(root / name)
 
 
 def _title(text: str, kind: str) -> str | None:

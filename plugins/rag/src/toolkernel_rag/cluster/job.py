@@ -46,6 +46,7 @@ from toolkernel_rag.ingestion import (
 )
 from toolkernel_rag.kb import KnowledgeBase, rag_settings
 from toolkernel_rag.layout import KBError
+from toolkernel_rag.seen_ids import SeenIds
 from toolkernel_rag.sources import SourceProblem, SourceReader
 
 if TYPE_CHECKING:
@@ -124,13 +125,17 @@ async def ingest_on_ray(
         kb.catalog.start_bulk_load()
         spec = _job_spec(kb, session, plans, known_by_source)
         stream = _Stream(_pipeline(spec, rows, options, kb.vectors_in_catalog), options.stall_timeout)
-        seen: list[set[str]] = [set() for _ in readers]
+        seen = [SeenIds() for _ in readers]
         try:
-            await _consume(kb, stream, readers, known_by_source, seen, report, progress)
+            try:
+                await _consume(kb, stream, readers, known_by_source, seen, report, progress)
+            finally:
+                stream.close()
+            for reader, ids in zip(readers, seen, strict=True):
+                await finish_source(kb, reader, ids, report)
         finally:
-            stream.close()
-        for reader, known, ids in zip(readers, known_by_source, seen, strict=True):
-            await finish_source(kb, reader, known, ids, report)
+            for ids in seen:
+                ids.close()
         await finish_run(kb, report, started, span)
     if progress is not None:
         progress(report)
@@ -296,7 +301,7 @@ async def _consume(
     stream: _Stream,
     readers: list[SourceReader],
     known_by_source: list[dict[str, tuple[str, str]]],
-    seen: list[set[str]],
+    seen: list[SeenIds],
     report: IngestReport,
     progress: Progress | None,
 ) -> None:
@@ -317,13 +322,12 @@ async def _consume(
                 index, document_id = row[0], row[1]
             else:
                 index, document_id = row
-            if document_id in seen[index]:
+            if not seen[index].add(document_id):
                 where = f"{readers[index].source}: {document_id}"
                 readers[index].problems.append(
                     SourceProblem(where, "repeats a document id; the first was kept")
                 )
                 continue
-            seen[index].add(document_id)
             report.seen += 1
             report.total = max(report.total, report.seen)
             if status == "unchanged":

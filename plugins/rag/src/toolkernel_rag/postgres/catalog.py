@@ -88,6 +88,28 @@ class PgCatalog:
                 )
             return {r[0]: (r[1], r[2]) for r in rows}
 
+    def hashes_of(self, document_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``document id -> (hash, state)`` of those of ``document_ids`` the catalog holds."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql("SELECT id, hash, state FROM {s}.documents WHERE id = ANY(%s)"),
+                (list(document_ids),),
+            )
+            return {r[0]: (r[1], r[2]) for r in rows}
+
+    def source_ids(self, source: str, after: str, limit: int) -> list[str]:
+        """Ids of the documents of ``source`` (any state) after id ``after``, in id order (bytewise),
+        ``limit`` at a time."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                self._sql(
+                    'SELECT id FROM {s}.documents WHERE source = %s AND id COLLATE "C" > %s '
+                    'ORDER BY id COLLATE "C" LIMIT %s'
+                ),
+                (source, after, limit),
+            )
+            return [r[0] for r in rows]
+
     def mark_pending(self, docs: Iterable[PendingRow]) -> None:
         """Record documents as being written (kept too for :meth:`commit_documents`)."""
         rows = list(docs)
