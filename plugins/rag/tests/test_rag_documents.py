@@ -7,11 +7,16 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
+from toolkernel import hookimpl
 from toolkernel.cli import main
+from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
+from toolkernel.testing.services import PostgresService
 from toolkernel_rag import KnowledgeBase, ingest
 from toolkernel_rag.layout import KBError
 
@@ -118,6 +123,82 @@ async def test_list_filter_show_and_remove_through_the_python_api(corpus: Path, 
         assert await kb.store.count(kb.index) == kb.catalog.counts()[2]
         # A removed document comes back on the next ingest of its source.
         assert (await ingest(kb, [str(corpus)])).added == 1
+
+
+class Recording:
+    """An extension that records the batches it is sent (in ``Recording.batches``)."""
+
+    modes: Sequence[str] = ()
+    batches: ClassVar[list[IngestBatch]] = []
+
+    def __init__(self, context: KBContext) -> None:
+        pass
+
+    async def on_ingest(self, batch: IngestBatch) -> None:
+        Recording.batches.append(batch)
+
+    async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
+        return []
+
+    def tools(self, search: Any) -> list[Any]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+class RecordingPlugin:
+    @hookimpl
+    def register_kb_extensions(self, registry: Any) -> None:
+        registry.add("recording", Recording)
+
+
+@pytest.fixture(params=["embedded", "postgresql"])
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "embedded":
+        return str(tmp_path / "kbs")
+    service: PostgresService = request.getfixturevalue("postgres")
+    return service.uri
+
+
+def _sent(batches: list[IngestBatch]) -> tuple[list[str], list[str]]:
+    """``(upserted document ids, deleted document ids)`` over ``batches``, sorted."""
+    upserted = sorted(d.document_id for b in batches for d in b.upserted)
+    return upserted, sorted(d for b in batches for d in b.deleted)
+
+
+async def test_a_removal_sends_extensions_its_deletions_and_not_the_documents_they_missed(
+    home: str, tmp_path: Path
+) -> None:
+    """Removing one document costs what it removes: documents ingested with the extensions left
+    out wait for the next ingest's catch-up instead of being sent by the removal (which made a
+    one-document ``kb remove`` feed an extension the whole knowledge base)."""
+    name = f"rm-{tmp_path.name[-12:].lower().replace('_', '-')}"
+    kernel = make_kernel(RecordingPlugin())
+    few = write_records(tmp_path / "few.jsonl", [{"id": f"f{i}", "text": f"Few {i} owls."} for i in range(3)])
+    many = write_records(
+        tmp_path / "many.jsonl", [{"id": f"m{i}", "text": f"Many {i} mice."} for i in range(20)]
+    )
+    Recording.batches.clear()
+    async with await KnowledgeBase.open(name, kernel=kernel, home=home, create=True, embedder=EMBEDDER) as kb:
+        await ingest(kb, [str(few)])
+    assert _sent(Recording.batches) == ([f"few.jsonl/f{i}" for i in range(3)], [])
+    async with await KnowledgeBase.open(
+        name, kernel=kernel, home=home, extensions=False, writable=True
+    ) as kb:
+        await ingest(kb, [str(many)])
+
+    Recording.batches.clear()
+    async with await KnowledgeBase.open(name, kernel=kernel, home=home, writable=True) as kb:
+        assert await kb.remove(["few.jsonl/f1"]) == 1
+        assert _sent(Recording.batches) == ([], ["few.jsonl/f1"])
+        Recording.batches.clear()
+        assert await kb.remove(["many.jsonl/m0"]) == 1  # never sent: nothing to tell the extension
+        assert Recording.batches == []
+        report = await ingest(kb, [str(few)])  # the next ingest catches the extension up
+    assert (report.added, report.unchanged) == (1, 2)  # the removed f1 comes back
+    caught_up = sorted(["few.jsonl/f1", *(f"many.jsonl/m{i}" for i in range(1, 20))])
+    assert _sent(Recording.batches) == (caught_up, [])
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -382,10 +382,25 @@ async def remove_documents(kb: KnowledgeBase, document_ids: Sequence[str]) -> in
     await _delete(kb, ids)
     for location in locations:
         kb.catalog.forget_source(location)
-    if await catch_up_extensions(kb):
+    if await forget_in_extensions(kb):
         kb.catalog.bump_generation()  # readers reload the extensions' state they follow
     kb.sparse.refresh(kb.catalog)
     return len(ids)
+
+
+async def forget_in_extensions(kb: KnowledgeBase) -> bool:
+    """Send every open extension the deletions it has not seen, and nothing else.
+
+    A removal costs what it removes: documents an extension has not been sent yet (an ingest
+    with ``--no-extensions``, an extension enabled later) wait for the next ingest's catch-up,
+    instead of a one-document removal feeding the extension the whole knowledge base.
+    Returns whether any extension was sent anything.
+    """
+    sent = False
+    for name, extension in kb.extensions.items():
+        with kb.extension_lock(name):
+            sent = await _forget(kb, name, extension) or sent
+    return sent
 
 
 async def _delete(kb: KnowledgeBase, document_ids: list[str]) -> None:
@@ -412,6 +427,15 @@ async def catch_up_extensions(kb: KnowledgeBase, batch_documents: int = 64) -> b
     return sent
 
 
+async def _forget(kb: KnowledgeBase, name: str, extension: KBExtension) -> bool:
+    """Send ``extension`` the documents it holds that are gone (the caller holds its lock)."""
+    forgotten = kb.catalog.extension_forgotten(name)
+    if forgotten:
+        await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
+        kb.catalog.set_extension_state(name, [], forgotten)
+    return bool(forgotten)
+
+
 async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_documents: int) -> bool:
     """Feed ``extension`` what changed since the state recorded for it (the caller holds its lock).
 
@@ -419,11 +443,7 @@ async def _catch_up(kb: KnowledgeBase, name: str, extension: KBExtension, batch_
     one sent, by id, whose hash the extension does not hold), so a catch-up holds one batch,
     never every document's hash.
     """
-    forgotten = kb.catalog.extension_forgotten(name)
-    if forgotten:
-        await extension.on_ingest(IngestBatch(deleted=tuple(forgotten)))
-        kb.catalog.set_extension_state(name, [], forgotten)
-    sent, after = bool(forgotten), ""
+    sent, after = await _forget(kb, name, extension), ""
     while part := kb.catalog.extension_changes(name, after, batch_documents):
         by_document: dict[str, list[StoredChunk]] = {d: [] for d, _ in part}
         for chunk in kb.catalog.document_chunks(list(by_document)):
