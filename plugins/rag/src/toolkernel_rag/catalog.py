@@ -41,6 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from toolkernel.knowledge import ChunkRecord
 from toolkernel_rag import segment_files
@@ -873,6 +874,35 @@ class Catalog:
             after = rows[-1][0]
             matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
             yield [r[1] for r in rows], matrix
+
+    def vector_rows(self, batch: int = 1024) -> Iterator[tuple[npt.NDArray[np.int64], np.ndarray]]:
+        """:meth:`vector_pages` by row number instead of chunk id (what an index keyed by rows
+        needs: no id held per vector)."""
+        after = 0
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT c.rowid, c.vector FROM chunks c{_DONE} "
+                    "WHERE c.rowid > ? AND c.vector IS NOT NULL ORDER BY c.rowid LIMIT ?",
+                    (after, batch),
+                ).fetchall()
+            if not rows:
+                return
+            after = rows[-1][0]
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            yield np.array([r[0] for r in rows], dtype=np.int64), matrix
+
+    def vectors_at(self, rowids: Sequence[int]) -> tuple[npt.NDArray[np.int64], list[str], np.ndarray]:
+        """The row numbers, chunk ids and float32 vectors of these rows that are done chunks with a
+        vector, in row order (one query, however many rows)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT c.rowid, c.id, c.vector FROM chunks c{_DONE} "
+                "WHERE c.rowid IN (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL ORDER BY c.rowid",
+                (json.dumps([int(r) for r in rowids]),),
+            ).fetchall()
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        return np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows], matrix
 
     def reading(self) -> _Reading:
         """A read transaction: every read inside it sees one committed state of the catalog."""

@@ -6,8 +6,9 @@ scan maps the whole vector file into the process, so the writer does not ask it.
 is answered by one exact scan of the catalog's vectors, page by page (:func:`scan_nearest`: one
 page held, one matrix product per page shared by the batch). A catch-up of many batches would
 scan every stored vector once per batch, work growing with the square of the corpus, so past a
-few scans :class:`NeighbourSearch` builds an HNSW index over the generation's vectors once and
-asks it instead (:class:`NeighbourIndex`): approximate, measured against the scan in
+few scans :class:`NeighbourSearch` builds an HNSW index over the generation's vectors once (8-bit
+projections, keyed by catalog row) and asks it for candidates that are then scored exactly against
+the catalog's vectors (:class:`NeighbourIndex`): approximate, measured against the scan in
 ``docs/benchmarks.md``.
 """
 
@@ -42,24 +43,26 @@ def scan_nearest(
     queries = _unit(np.asarray(vectors, dtype=np.float32))
     best_scores = np.full((len(queries), top_k), -np.inf, dtype=np.float32)
     best_rows = np.full((len(queries), top_k), np.iinfo(np.int64).max, dtype=np.int64)
-    names: dict[int, str] = {}  # the ids of the rows among the best so far, nothing more
+    # The ids of the best so far, as a numpy array: keeping the pages' own id strings pinned a
+    # megabyte of Python's allocator per page they came from (+10 MiB over 30 pages).
+    best_ids = np.full((len(queries), top_k), "", dtype=str)
     offset = 0
     for ids, matrix in pages:
         scores = queries @ _unit(matrix).T
         columns = np.arange(len(ids))[None, :].repeat(len(queries), axis=0)
         if len(ids) > top_k:  # the page's k best per row (unordered), then merged with the best so far
             columns = np.argpartition(-scores, top_k - 1, axis=1)[:, :top_k]
+        page_ids = np.asarray(ids, dtype=str)[columns]
         merged_scores = np.concatenate([best_scores, np.take_along_axis(scores, columns, axis=1)], axis=1)
         merged_rows = np.concatenate([best_rows, columns + offset], axis=1)
         order = np.lexsort((merged_rows, -merged_scores), axis=1)[:, :top_k]
         best_scores = np.take_along_axis(merged_scores, order, axis=1)
         best_rows = np.take_along_axis(merged_rows, order, axis=1)
-        kept = {int(r) for r in np.unique(best_rows) if r < offset + len(ids)}
-        names = {r: names[r] if r in names else ids[r - offset] for r in kept}
+        best_ids = np.take_along_axis(np.concatenate([best_ids, page_ids], axis=1), order, axis=1)
         offset += len(ids)
     return [
-        [(names[int(r)], float(s)) for r, s in zip(row_rows, row_scores, strict=True) if np.isfinite(s)]
-        for row_rows, row_scores in zip(best_rows, best_scores, strict=True)
+        [(str(i), float(s)) for i, s in zip(row_ids, row_scores, strict=True) if np.isfinite(s)]
+        for row_ids, row_scores in zip(best_ids, best_scores, strict=True)
     ]
 
 
@@ -76,58 +79,95 @@ EXACT_ROWS = 4096
 """Up to this many stored vectors the scan stays exact for every request (it is cheap, and the
 graph of a small knowledge base stays the exact kNN whatever the history of its ingests)."""
 
-CONNECTIVITY = 16
+CONNECTIVITY = 8
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 64
-"""HNSW parameters (M, efConstruction, ef); with them the index found 99.85 % of the exact 11
-nearest at 30,000 short notes (``docs/benchmarks.md``)."""
+"""HNSW parameters (M, efConstruction, ef; the search widens ef to the candidates asked for)."""
+
+PROJECTED = 128
+"""Dimensions the index keeps of each vector: its coordinates along the generation's principal
+directions (of the unit vectors' second moment), at 8 bits each."""
+
+CANDIDATE_FACTOR = 8
+"""Candidates the index is asked for, in multiples of ``top_k``, before they are scored exactly
+against the catalog's vectors (``docs/benchmarks.md``: 99.6 % of the exact 11 nearest at 30,000
+short notes, 99.0 % on HotpotQA's passages)."""
+
+
+RESCORE_ROWS = 512
+"""Candidates' vectors read back from the catalog at a time to score them (512 KB at 256
+dimensions: a batch's candidates read at once held about 25 MB at 64 chunks and 88 candidates)."""
 
 
 class NeighbourIndex:
-    """An HNSW index (USearch, vectors kept at half precision: 2 bytes a dimension) over one
-    catalog generation's vectors, built from one scan."""
+    """An HNSW index (USearch) over one catalog generation's vectors, keyed by catalog row number,
+    that holds each vector as :data:`PROJECTED` coordinates of 8 bits (128 bytes, against 1,024 in
+    the catalog at 256 dimensions) plus its links: it only proposes candidates, which are scored
+    exactly against the catalog's float32 vectors, read back by row in one query per request."""
 
-    def __init__(self, ids: list[str], index: Any) -> None:
-        self.ids = ids
+    def __init__(self, catalog: Catalog, index: Any, projection: npt.NDArray[np.float32]) -> None:
+        self._catalog = catalog
         self._index = index
+        self._projection = projection
 
     @classmethod
-    def build(
-        cls, pages: Iterable[tuple[list[str], npt.NDArray[np.float32]]], dimension: int
-    ) -> NeighbourIndex:
-        """Insert every page's vectors in catalog order, on one thread: the same vectors give the
-        same index (USearch draws each node's level from a generator with a fixed seed)."""
+    def build(cls, catalog: Catalog, dimension: int) -> NeighbourIndex:
+        """Two reads of the catalog's vectors: the principal directions, then every done chunk's
+        vector inserted in row order on one thread (the same vectors give the same index: USearch
+        draws each node's level from a generator with a fixed seed)."""
         from usearch.index import Index
 
+        moment = np.zeros((dimension, dimension), dtype=np.float64)
+        for _, matrix in catalog.vector_rows():
+            unit = _unit(matrix)
+            moment += unit.T @ unit
+        _, vectors = np.linalg.eigh(moment)  # ascending eigenvalues: the last columns lead
+        projection = np.ascontiguousarray(vectors[:, ::-1][:, :PROJECTED], dtype=np.float32)
         index = Index(
-            ndim=dimension,
+            ndim=projection.shape[1],
             metric="cos",
-            dtype="f16",
+            dtype="i8",
             connectivity=CONNECTIVITY,
             expansion_add=EXPANSION_ADD,
             expansion_search=EXPANSION_SEARCH,
+            enable_key_lookups=False,  # searches return keys; no key-to-slot table (1 MiB at 30,000)
         )
-        ids: list[str] = []
-        for page_ids, matrix in pages:
-            index.add(np.arange(len(ids), len(ids) + len(page_ids)), matrix, threads=1)
-            ids.extend(page_ids)
-        return cls(ids, index)
+        for rows, matrix in catalog.vector_rows():
+            index.add(rows, _unit(matrix) @ projection, threads=1)
+        return cls(catalog, index, projection)
 
-    def nearest(self, vectors: npt.NDArray[np.float32], top_k: int) -> list[list[tuple[int, float]]]:
-        """For each vector, the rows of the ``top_k`` stored vectors the index finds most similar,
-        with their cosine (computed at half precision: within about 0.001 of the exact one)."""
-        found = self._index.search(vectors, min(top_k, len(self.ids)), threads=1)
-        if len(vectors) == 1:  # one query: USearch answers with one row of matches
-            rows = [(found.keys, found.distances)]
-        else:
-            rows = [(k[:n], d[:n]) for k, d, n in zip(found.keys, found.distances, found.counts, strict=True)]
-        return [
-            sorted(
-                ((int(k), 1.0 - float(d)) for k, d in zip(keys, distances, strict=True)),
-                key=lambda h: (-h[1], h[0]),
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def nearest(self, vectors: npt.NDArray[np.float32], top_k: int) -> list[list[tuple[str, float]]]:
+        """For each vector, the ``top_k`` ``(chunk id, cosine)`` among the index's
+        ``CANDIDATE_FACTOR * top_k`` candidates, scored exactly, best first (ties: the earlier row)."""
+        queries = _unit(vectors)
+        found = self._index.search(queries @ self._projection, CANDIDATE_FACTOR * top_k, threads=1)
+        keys = np.atleast_2d(np.asarray(found.keys, dtype=np.int64))  # one query: one row of matches
+        counts = np.atleast_1d(np.asarray(found.counts if len(vectors) > 1 else len(found.keys)))
+        keys[np.arange(keys.shape[1])[None, :] >= counts[:, None]] = -1  # past a row's matches
+        scores = np.full(keys.shape, -np.inf, dtype=np.float32)
+        names = np.full(keys.shape, "", dtype=str)  # not the pages' strings (see scan_nearest)
+        wanted = np.unique(keys[keys >= 0])
+        for first in range(0, len(wanted), RESCORE_ROWS):  # a page of candidates' vectors at a time
+            rows, ids, matrix = self._catalog.vectors_at(wanted[first : first + RESCORE_ROWS].tolist())
+            if not len(rows):
+                continue
+            page_scores = queries @ _unit(matrix).T
+            at = np.minimum(np.searchsorted(rows, keys), len(rows) - 1)
+            hit = rows[at] == keys
+            scores[hit] = page_scores[np.nonzero(hit)[0], at[hit]]
+            page_ids = np.asarray(ids, dtype=str)
+            names = names.astype(np.result_type(names, page_ids))
+            names[hit] = page_ids[at[hit]]
+        out = []
+        for row_keys, row_names, row_scores in zip(keys, names, scores, strict=True):
+            order = np.lexsort((row_keys, -row_scores))[:top_k]
+            out.append(
+                [(str(row_names[i]), float(row_scores[i])) for i in order if np.isfinite(row_scores[i])]
             )
-            for keys, distances in rows
-        ]
+        return out
 
 
 class NeighbourSearch:
@@ -162,12 +202,10 @@ class NeighbourSearch:
         if self._index is None and (self._calls <= EXACT_CALLS or self._rows <= EXACT_ROWS):
             return scan_nearest(self._counted(self._catalog.vector_pages()), vectors, top_k)
         if self._index is None:
-            self._index = NeighbourIndex.build(self._catalog.vector_pages(), self._dimension)
-        if not vectors or top_k <= 0:
+            self._index = NeighbourIndex.build(self._catalog, self._dimension)
+        if not vectors or top_k <= 0 or not len(self._index):
             return [[] for _ in vectors]
-        ids = self._index.ids
-        found = self._index.nearest(np.asarray(vectors, dtype=np.float32), top_k)
-        return [[(ids[row], score) for row, score in hits] for hits in found]
+        return self._index.nearest(np.asarray(vectors, dtype=np.float32), top_k)
 
     def _counted(
         self, pages: Iterable[tuple[list[str], npt.NDArray[np.float32]]]
