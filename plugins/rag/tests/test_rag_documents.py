@@ -16,7 +16,6 @@ import pytest
 from toolkernel import hookimpl
 from toolkernel.cli import main
 from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
-from toolkernel.testing.services import PostgresService
 from toolkernel_rag import KnowledgeBase, ingest
 from toolkernel_rag.layout import KBError
 
@@ -151,14 +150,6 @@ class RecordingPlugin:
     @hookimpl
     def register_kb_extensions(self, registry: Any) -> None:
         registry.add("recording", Recording)
-
-
-@pytest.fixture(params=["embedded", "postgresql"])
-def home(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "embedded":
-        return str(tmp_path / "kbs")
-    service: PostgresService = request.getfixturevalue("postgres")
-    return service.uri
 
 
 def _sent(batches: list[IngestBatch]) -> tuple[list[str], list[str]]:

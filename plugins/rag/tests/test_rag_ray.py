@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from toolkernel.testing.services import PostgresService
 from toolkernel_rag import KnowledgeBase, ingest
 from toolkernel_rag.ingestion import IngestReport
 
@@ -175,14 +174,6 @@ async def _state(name: str, home: str, queries: list[str]) -> dict[str, Any]:
         "chunks": sorted((c.id, c.text, tuple(c.vector or ())) for c in stored),
         "rankings": rankings,
     }
-
-
-@pytest.fixture(params=["embedded", "postgresql"])
-def home(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "embedded":
-        return str(tmp_path / "home")
-    service: PostgresService = request.getfixturevalue("postgres")
-    return service.uri
 
 
 async def test_ray_builds_the_knowledge_base_the_local_pipeline_builds(

@@ -14,7 +14,6 @@ import pytest
 
 from toolkernel import hookimpl
 from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk, StateSegment
-from toolkernel.testing.services import PostgresService
 from toolkernel_rag import KnowledgeBase, ingest
 from toolkernel_rag.layout import KBError
 
@@ -48,14 +47,6 @@ class RecorderPlugin:
     @hookimpl
     def register_kb_extensions(self, registry: Any) -> None:
         registry.add("recorder", Recorder)
-
-
-@pytest.fixture(params=["embedded", "postgresql"])
-def home(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "embedded":
-        return str(tmp_path / "kbs")
-    service: PostgresService = request.getfixturevalue("postgres")
-    return service.uri
 
 
 @asynccontextmanager

@@ -173,6 +173,11 @@ def _unblob(blob: bytes | None) -> list[float] | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32).tolist()
 
 
+def _matrix(blobs: Sequence[bytes]) -> npt.NDArray[np.float32]:
+    """Stored float32 vectors as one matrix, a row each."""
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+
+
 class Catalog:
     """The SQLite catalog of one knowledge base; safe to use from several threads (one lock).
 
@@ -861,36 +866,29 @@ class Catalog:
     def vector_pages(self, batch: int = 1024) -> Iterator[tuple[list[str], np.ndarray]]:
         """The ids and float32 vectors (one row each) of every done document's chunks, ``batch``
         rows at a time: a scan that holds one page, never every vector."""
-        after = 0
-        while True:
-            with self._lock:
-                rows = self._db.execute(
-                    f"SELECT c.rowid, c.id, c.vector FROM chunks c{_DONE} "
-                    "WHERE c.rowid > ? AND c.vector IS NOT NULL ORDER BY c.rowid LIMIT ?",
-                    (after, batch),
-                ).fetchall()
-            if not rows:
-                return
-            after = rows[-1][0]
-            matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            yield [r[1] for r in rows], matrix
+        for rows in self._done_vector_pages("c.id, c.vector", batch):
+            yield [r[1] for r in rows], _matrix([r[2] for r in rows])
 
     def vector_rows(self, batch: int = 1024) -> Iterator[tuple[npt.NDArray[np.int64], np.ndarray]]:
         """:meth:`vector_pages` by row number instead of chunk id (what an index keyed by rows
         needs: no id held per vector)."""
+        for rows in self._done_vector_pages("c.vector", batch):
+            yield np.array([r[0] for r in rows], dtype=np.int64), _matrix([r[1] for r in rows])
+
+    def _done_vector_pages(self, columns: str, batch: int) -> Iterator[list[Any]]:
+        """Pages of ``(rowid, *columns)`` rows of every done chunk with a vector, in row order."""
         after = 0
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT c.rowid, c.vector FROM chunks c{_DONE} "
+                    f"SELECT c.rowid, {columns} FROM chunks c{_DONE} "
                     "WHERE c.rowid > ? AND c.vector IS NOT NULL ORDER BY c.rowid LIMIT ?",
                     (after, batch),
                 ).fetchall()
             if not rows:
                 return
             after = rows[-1][0]
-            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-            yield np.array([r[0] for r in rows], dtype=np.int64), matrix
+            yield rows
 
     def vectors_at(self, rowids: Sequence[int]) -> tuple[npt.NDArray[np.int64], list[str], np.ndarray]:
         """The row numbers, chunk ids and float32 vectors of these rows that are done chunks with a
@@ -901,8 +899,8 @@ class Catalog:
                 "WHERE c.rowid IN (SELECT value FROM json_each(?)) AND c.vector IS NOT NULL ORDER BY c.rowid",
                 (json.dumps([int(r) for r in rowids]),),
             ).fetchall()
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        return np.array([r[0] for r in rows], dtype=np.int64), [r[1] for r in rows], matrix
+        rowid_array = np.array([r[0] for r in rows], dtype=np.int64)
+        return rowid_array, [r[1] for r in rows], _matrix([r[2] for r in rows])
 
     def reading(self) -> _Reading:
         """A read transaction: every read inside it sees one committed state of the catalog."""
