@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from toolkernel.cli import main
-from toolkernel.testing.services import PostgresService
 
 from .conftest import EMBEDDER
 
@@ -130,35 +129,6 @@ def test_delete_drops_the_index_of_a_store_kept_outside_the_directory(
     assert not (tmp_path / "kb-home" / "kb1").exists()
     assert capsys.readouterr().err.strip().endswith(f"and the index 'kb1' in the qdrant store at {outside}")
     assert anyio.run(indexes) == ["kb2"]
-
-
-def test_delete_drops_the_pgvector_index_of_a_knowledge_base_in_a_directory(
-    corpus: Path, postgres: PostgresService, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A store server (pgvector) is outside any directory: delete dropped the directory and
-    left the knowledge base's table in the database."""
-    import anyio
-
-    from toolkernel import Kernel
-
-    options = {"dsn": postgres.uri, "schema": "kb_delete"}
-    store = ["--store", "pgvector", "--store-options", json.dumps(options)]
-    for name in ("pg1", "pg2"):
-        args = ["kb", "ingest", str(corpus), "--kb", name, "--embedder", EMBEDDER, "--quiet", *store]
-        assert main([*args, "--no-extensions"]) == 0
-
-    async def indexes() -> list[str]:
-        opened = Kernel.from_config(None).vector_store("pgvector", **options)
-        try:
-            return sorted(await opened.list_indexes())
-        finally:
-            await opened.aclose()
-
-    assert anyio.run(indexes) == ["pg1", "pg2"]
-    capsys.readouterr()
-    assert main(["kb", "delete", "--kb", "pg1", "--yes"]) == 0
-    assert capsys.readouterr().err.strip().endswith("and the index 'pg1' in the pgvector store (its server)")
-    assert anyio.run(indexes) == ["pg2"]
 
 
 def test_delete_refuses_when_the_store_cannot_drop_the_index(

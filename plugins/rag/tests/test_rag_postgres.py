@@ -567,3 +567,30 @@ async def test_graph_mode_on_the_database_backend(postgres: PostgresService, tmp
         await anyio.sleep(1.1)
         hits = await reader.search("quokka4", mode="graph", top_k=3)
         assert hits[0].chunk.document_id == "corpus.jsonl/doc-4"
+
+
+def test_delete_drops_the_pgvector_index_of_a_knowledge_base_in_a_directory(
+    corpus: Path, postgres: PostgresService, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store server (pgvector) is outside any directory: delete dropped the directory and
+    left the knowledge base's table in the database."""
+    from toolkernel import Kernel
+
+    options = {"dsn": postgres.uri, "schema": "kb_delete"}
+    store = ["--store", "pgvector", "--store-options", json.dumps(options)]
+    for name in ("pg1", "pg2"):
+        args = ["kb", "ingest", str(corpus), "--kb", name, "--embedder", EMBEDDER, "--quiet", *store]
+        assert main([*args, "--no-extensions"]) == 0
+
+    async def indexes() -> list[str]:
+        opened = Kernel.from_config(None).vector_store("pgvector", **options)
+        try:
+            return sorted(await opened.list_indexes())
+        finally:
+            await opened.aclose()
+
+    assert anyio.run(indexes) == ["pg1", "pg2"]
+    capsys.readouterr()
+    assert main(["kb", "delete", "--kb", "pg1", "--yes"]) == 0
+    assert capsys.readouterr().err.strip().endswith("and the index 'pg1' in the pgvector store (its server)")
+    assert anyio.run(indexes) == ["pg2"]
