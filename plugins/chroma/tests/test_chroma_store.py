@@ -25,6 +25,9 @@ class TestChromaServerConformance(VectorStoreContract):
 
     string_ranges = False  # range filters with string operands raise UnsupportedFilterError
     mixed_type_lists = False  # Chroma lists hold one type; others raise VectorInputError
+    # The server's HNSW searches with Chroma's default ef of 10 and builds on several threads, so
+    # which neighbour of 300 it misses varies from run to run: one miss in 200 hits was seen once.
+    min_recall = 0.99
 
     @pytest.fixture
     async def vector_store(self, chroma: ChromaService) -> AsyncIterator[ChromaStore]:
