@@ -545,6 +545,75 @@ def test_two_writers_of_the_same_documents_leave_one_version(
     assert counts["term_counts_match"]
 
 
+async def test_a_servers_cache_moved_on_through_concurrent_writers_holds_what_the_database_holds(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Three writer processes commit at once (a re-ingest with changed documents, a new source,
+    a removal) while a reader searches: its cache is moved on by the changed documents at every
+    generation it meets, never started over, and ends holding exactly each term's postings in
+    the database, also for terms no search fetched again; its scores equal the SQL statement's."""
+    import psycopg
+
+    first = write_records(tmp_path / "a.jsonl", _records(60))
+    removed = write_records(tmp_path / "c.jsonl", _records(10))
+    kernel = make_kernel()
+    kb = await KnowledgeBase.open(
+        "moving", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(first), str(removed)])
+    queries = ["stone3 river3", "maple maple1 copper8", "harbor2 signal lantern5", "quokka7 orbit4 meadow6"]
+    reader = await KnowledgeBase.open("moving", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        sparse = reader.sparse
+        for query in [*queries, "cloud5 lantern8 copper2"]:
+            sparse.search(query, 10)
+        held = set(sparse.cache.terms())
+        assert {"cloud5", "lantern8", "copper2"} <= held  # never searched again: moved on alone
+        start = sparse.cache.generation
+        write_records(first, _records(60, changed=frozenset(range(0, 60, 6))))
+        second = write_records(tmp_path / "b.jsonl", _records(30))
+        ingest_command = [TOOLKERNEL, "kb", "ingest", "--kb", "moving", "--embedder", EMBEDDER, "--quiet"]
+        commands = [
+            [*ingest_command, str(first), "--batch", "4"],
+            [*ingest_command, str(second), "--batch", "4"],
+            [TOOLKERNEL, "kb", "remove", "c.jsonl/doc-1", "c.jsonl/doc-2", "--kb", "moving"],
+        ]
+        writers = [
+            await anyio.open_process(
+                c, env=_env(postgres.uri), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            for c in commands
+        ]
+        generations = set()
+        with anyio.fail_after(240):
+            while any(w.returncode is None for w in writers):
+                for query in queries:
+                    await anyio.to_thread.run_sync(sparse.search, query, 10)
+                generations.add(sparse.cache.generation)
+            assert [await w.wait() for w in writers] == [0, 0, 0]
+        for query in queries:
+            assert sparse.search(query, 100) == sparse.search_in_sql(query, 100), query
+        assert start is not None
+        assert sparse.cache.generation is not None
+        assert sparse.cache.generation > start
+        assert len(generations) > 1  # it met generations while the writers committed
+        assert held <= set(sparse.cache.terms())  # moved on every time, never started over
+        _, cached = sparse.cache.cached(sorted(held))
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            for term, postings in cached.items():
+                want = conn.execute(
+                    "SELECT document, tf, length FROM kb_moving.document_postings WHERE term = %s", (term,)
+                ).fetchall()
+                names = sparse.cache._names
+                got = [
+                    (names[d], int(t), int(n))
+                    for d, t, n in zip(postings.documents, postings.tf, postings.lengths, strict=True)
+                ]
+                assert sorted(got) == sorted(want), term
+    assert _counts(postgres.uri, "moving")["documents"] == 98
+
+
 def test_a_killed_ingest_resumes_to_a_clean_ingests_counts(postgres: PostgresService, tmp_path: Path) -> None:
     corpus = write_records(tmp_path / "corpus.jsonl", _records(300))
     env = _env(postgres.uri)
