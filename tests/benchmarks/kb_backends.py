@@ -91,21 +91,36 @@ async def ask(
     modes: list[str],
     errlog: TextIO,
     fresh: tuple[Path, str] | None = None,
-) -> tuple[dict[str, list[list[str]]], dict[str, list[float]], int, tuple[float, float] | None]:
+    warmed: Path | None = None,
+) -> tuple[
+    dict[str, list[list[str]]],
+    dict[str, list[float]],
+    int,
+    tuple[float, float] | None,
+    tuple[float | None, float],
+]:
     """Every query under every mode through one ``kb serve``; rankings, latencies, peak RSS (KiB).
 
     With ``fresh`` (a one-document corpus and its word), then ingest it while the server runs and return
     too how long that ingest took and how many seconds after it ended the server first finds
-    the new document.
+    the new document. With ``warmed`` (the file ``errlog`` writes to), wait first until the
+    server says it has warmed its caches; return too how long after its start that was, and
+    how long the unmeasured first search of each mode took (it loads the embedded index).
     """
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "toolkernel", "kb", "serve", "--kb", kb, *home]
     )
     rankings: dict[str, list[list[str]]] = {m: [] for m in modes}
     latencies: dict[str, list[float]] = {m: [] for m in modes}
+    started = time.perf_counter()
+    warm_seconds = None
     async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+        if warmed is not None:
+            warm_seconds = await wait_warm(warmed, started)
+        first = time.perf_counter()
         for mode in modes:  # warm-up: the model, the graph, caches
             await search(client, queries[0], mode)
+        first_search = time.perf_counter() - first
         for number, query in enumerate(queries):
             for shift in range(len(modes)):
                 mode = modes[(number + shift) % len(modes)]
@@ -115,7 +130,21 @@ async def ask(
                 rankings[mode].append(list(dict.fromkeys(ranking)))
         rss = peak_rss()
         fresh_ingest = None if fresh is None else await pickup(client, kb, home, *fresh)
-    return rankings, latencies, rss, fresh_ingest
+    return rankings, latencies, rss, fresh_ingest, (warm_seconds, first_search)
+
+
+WARMED = ("most frequent terms cached", "not warmed")
+"""What ``kb serve`` on PostgreSQL writes to stderr when its warming of BM25 postings ends."""
+
+
+async def wait_warm(log: Path, started: float) -> float:
+    """Seconds from ``started`` until the server's stderr (in ``log``) says its warming ended."""
+    while time.perf_counter() - started < CALL_TIMEOUT:
+        said = await anyio.Path(log).read_text()
+        if any(line in said for line in WARMED):
+            return time.perf_counter() - started
+        await anyio.sleep(0.05)
+    raise RuntimeError(f"the server did not warm its caches within {CALL_TIMEOUT:.0f} s")
 
 
 FRESH_WORD = "quokkaplanetarium"
@@ -175,7 +204,7 @@ def quality(url: str, names: list[str]) -> dict[str, Any]:
             seconds, summary = ingest(corpus, kb, home, [])
             print(f"  {name} {backend}: ingested in {seconds:.0f} s: {summary}", flush=True)
             with open(os.devnull, "w") as devnull:
-                rankings, latencies, rss, _ = anyio.run(ask, kb, home, data.queries, modes, devnull)
+                rankings, latencies, rss, _, _ = anyio.run(ask, kb, home, data.queries, modes, devnull)
             rows[backend] = {
                 mode: {
                     **beir.evaluate(data, rankings[mode]).as_dict(),
@@ -243,9 +272,20 @@ def scale(
                 extra = ["--no-extensions", "--batch", "1024", "--length", "characters", "--size", "1000"]
                 seconds, summary = ingest(corpus, kb, home, extra)
                 reused = keep is not None and not summary.get("added") and not summary.get("updated")
-                with open(os.devnull, "w") as devnull:
-                    _, latencies, rss, fresh_ingest = anyio.run(
-                        ask, kb, home, questions[:queries], ["hybrid"], devnull, fresh
+                log = work / f"serve-{size}-{backend}.log"
+                with log.open("w") as errlog:
+                    # The PostgreSQL server is asked once it has warmed its BM25 cache (it says
+                    # when on stderr), as the embedded one is once its index is loaded (by the
+                    # first query, not measured): how long each took is reported.
+                    _, latencies, rss, fresh_ingest, (warm_seconds, first_search) = anyio.run(
+                        ask,
+                        kb,
+                        home,
+                        questions[:queries],
+                        ["hybrid"],
+                        errlog,
+                        fresh,
+                        log if backend == "postgresql" else None,
                     )
                 took, seen_after = fresh_ingest if fresh_ingest is not None else (None, None)
                 rows[backend] = {
@@ -257,6 +297,8 @@ def scale(
                     "hybrid_p50_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.5), 1),
                     "hybrid_p99_ms": round(1000 * beir.percentile(latencies["hybrid"], 0.99), 1),
                     "server_peak_rss_mib": round(rss / 1024, 1),
+                    "warmed_after_seconds": None if warm_seconds is None else round(warm_seconds, 1),
+                    "first_search_seconds": round(first_search, 2),
                     "one_document_ingest_seconds": None if took is None else round(took, 1),
                     "new_document_seen_after_seconds": None if seen_after is None else round(seen_after, 2),
                     "load": [load_before, os.getloadavg()],

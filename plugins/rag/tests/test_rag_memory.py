@@ -88,11 +88,11 @@ def test_ingest_memory_stays_under_the_bound_at_300_and_30000_documents(tmp_path
     # while the source walk was one list of every path and the ids read a Python set.
     assert peaks["no extensions"] <= 1.10
     # GraphRAG's writer builds an HNSW index over every stored vector for its catch-up (linear
-    # time instead of one scan of every vector per batch). Holding each vector at half precision
-    # (0.8 KB a chunk at 256 dimensions, +24 MiB at 30,000 notes) it measured 1.17x; now the index
-    # keeps 128 coordinates of 8 bits and re-scores its candidates from the catalog a page at a
-    # time: 1.11x, still over 10 % (docs/benchmarks.md says where the rest goes).
-    assert peaks["graph"] <= 1.15
+    # time instead of one scan of every vector per batch): the library and the index (about 11 and
+    # 7 MiB at 30,000 notes) came on top of the embedding model the catch-up does not use, 1.10x
+    # to 1.11x. The writer now lets go of the model before it builds the index: the graph's
+    # catch-up stays below the batch loop's peak.
+    assert peaks["graph"] <= 1.10
 
 
 BIG_PARENT = (

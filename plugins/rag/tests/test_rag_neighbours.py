@@ -4,7 +4,9 @@ the stored vectors a bounded number of times instead of once per batch."""
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,3 +112,32 @@ async def test_the_index_is_dropped_when_the_catalog_moves_on(
         [hits] = search.nearest([chunk.vector], 3)
         assert {i for i, _ in hits} <= {f"notes.jsonl/n{i}#0" for i in range(5)}
         assert len(hits) == 3
+
+
+async def test_building_the_index_lets_go_of_the_embedding_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A catch-up embeds nothing: the writer frees its model before the index takes its room (the
+    # model held 32 MiB through the whole catch-up of a 30,000-note ingest, which peaked 10 % above
+    # a 300-note one). A search after it loads the model again and answers as before.
+    monkeypatch.setattr(neighbours_module, "EXACT_ROWS", 10)
+    monkeypatch.setattr(neighbours_module, "EXACT_CALLS", 1)
+    source = write_records(tmp_path / "notes.jsonl", records(50))
+    async with await KnowledgeBase.open(
+        str(tmp_path / "kb"), kernel=make_kernel(), create=True, embedder=EMBEDDER, extensions=False
+    ) as kb:
+        await ingest(kb, [str(source)])
+        before = [(h.chunk.id, h.score) for h in await kb.search("harbour tide beacon", top_k=5)]
+        model = weakref.ref(kb.embedder)
+        [chunk] = kb.catalog.chunks(["notes.jsonl/n7#0"], include_vectors=True)
+        assert chunk.vector is not None
+        kb.neighbour_search.nearest([chunk.vector], 3)  # an exact scan: the model stays
+        gc.collect()
+        assert model() is not None
+        [[first, *_]] = kb.neighbour_search.nearest([chunk.vector], 3)  # the index is built
+        assert first[0] == chunk.id
+        gc.collect()
+        assert model() is None
+        after = [(h.chunk.id, h.score) for h in await kb.search("harbour tide beacon", top_k=5)]
+        assert [i for i, _ in after] == [i for i, _ in before]
+        assert [s for _, s in after] == pytest.approx([s for _, s in before])

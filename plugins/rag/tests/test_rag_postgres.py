@@ -124,7 +124,8 @@ async def test_bm25_from_a_servers_cached_postings_equals_the_sql_statement_and_
 ) -> None:
     """A reader scores documents from the term postings it caches: the same rankings and the same
     floats as the single SQL statement, and a removed or changed document is seen by the very
-    next search (the cache holds one generation), never a stale posting."""
+    next search, never a stale posting. The cache is moved on by the changed documents: the
+    terms it held stay cached through the writes."""
     corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
     kernel = make_kernel()
     writer = await KnowledgeBase.open(
@@ -161,10 +162,104 @@ async def test_bm25_from_a_servers_cached_postings_equals_the_sql_statement_and_
             write_records(corpus, _records(40, changed=frozenset({7})))
             await ingest(again, [str(corpus)])
             assert [d for d, _ in sparse.search("quokka7", 5)] == ["corpus.jsonl/doc-7"]
+            # Moved on, not dropped: terms no search asked for since the writes are still held.
+            assert set(sparse.cache.cached(["maple1", "copper8", "harbor2"])[1]) == {
+                "maple1",
+                "copper8",
+                "harbor2",
+            }
         same_as_sql()
         assert sparse.cache.generation is not None
         assert first is not None
         assert sparse.cache.generation > first
+
+
+async def test_a_warmed_cache_holds_the_most_frequent_terms_and_scores_as_sql(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """A server warms its cache with the most frequent terms, within its share of the budget,
+    and what it scores from them equals the SQL statement, before and after writes."""
+    from toolkernel_rag.postgres.postings_cache import PostingsCache
+    from toolkernel_rag.postgres.search import WARM_SHARE, PgSparse
+
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
+    kernel = make_kernel()
+    writer = await KnowledgeBase.open(
+        "warmed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with writer:
+        await ingest(writer, [str(corpus)])
+    import psycopg
+
+    with psycopg.connect(postgres.uri, autocommit=True) as conn:
+        frequencies = dict(
+            conn.execute("SELECT term, count(*) FROM kb_warmed.document_postings GROUP BY term").fetchall()
+        )
+    reader = await KnowledgeBase.open("warmed", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        assert isinstance(reader.sparse, PgSparse)
+        sparse = PgSparse(reader.sparse.catalog, reader.sparse.spec, PostingsCache(limit=200))
+        reports: list[str] = []
+        sparse.warm(reports.append)
+        assert sparse._warmer is not None
+        sparse._warmer.join(timeout=60)
+        assert len(reports) == 1
+        assert "most frequent terms cached" in reports[0], reports
+        held = sparse.cache.terms()
+        by_frequency = sorted(frequencies, key=lambda t: (-frequencies[t], t))
+        # The most frequent terms, in order, as many as fit in the warming's share of the budget.
+        assert sorted(held) == sorted(by_frequency[: len(held)])
+        assert sum(frequencies[t] for t in held) <= 200 * WARM_SHARE
+        assert sum(frequencies[t] for t in by_frequency[: len(held) + 1]) > 200 * WARM_SHARE
+        for query in ("stone3 river3", "maple maple1 copper8 " + " ".join(held[:3])):
+            assert sparse.search(query, 100) == sparse.search_in_sql(query, 100), query
+        again = await KnowledgeBase.open("warmed", kernel=kernel, home=postgres.uri, writable=True)
+        async with again:
+            write_records(corpus, _records(40, changed=frozenset({7, 8})))
+            await ingest(again, [str(corpus)])
+        query = " ".join(held[:4]) + " quokka8"
+        assert sparse.search(query, 100) == sparse.search_in_sql(query, 100)
+        assert set(held) <= set(sparse.cache.terms())  # moved on, not started over
+        sparse.close()
+
+
+async def test_a_knowledge_base_without_a_changes_log_starts_the_cache_over_then_gets_one(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """A knowledge base made before ``changes`` existed (or written by a writer that does not log):
+    a server cannot know what changed, so its cache starts over; the next writer makes the table,
+    and from then on the cache moves on. Scores equal the SQL statement's throughout."""
+    import psycopg
+
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(30))
+    kernel = make_kernel()
+    kb = await KnowledgeBase.open(
+        "unlogged", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(corpus)])
+    with psycopg.connect(postgres.uri, autocommit=True) as conn:
+        conn.execute("DROP TABLE kb_unlogged.changes")
+    reader = await KnowledgeBase.open("unlogged", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        sparse = reader.sparse
+        assert sparse.search("river3 stone4", 100) == sparse.search_in_sql("river3 stone4", 100)
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:  # a writer that logs nothing
+            conn.execute("UPDATE kb_unlogged.stats SET generation = generation + 1")
+        assert sparse.search("maple1", 100) == sparse.search_in_sql("maple1", 100)
+        assert "river3" not in sparse.cache.cached(["river3"])[1]  # started over
+        assert sparse.search("river3 stone4", 100) == sparse.search_in_sql("river3 stone4", 100)
+        writer = await KnowledgeBase.open("unlogged", kernel=kernel, home=postgres.uri, writable=True)
+        async with writer:
+            assert await writer.remove(["corpus.jsonl/doc-4"]) == 1  # makes the table, logs doc-4
+        assert sparse.search("maple1", 100) == sparse.search_in_sql("maple1", 100)
+        assert "river3" in sparse.cache.cached(["river3"])[1]  # moved on this time
+        assert "corpus.jsonl/doc-4" not in [d for d, _ in sparse.search("river3 stone4", 100)]
+        assert sparse.search("river3 stone4", 100) == sparse.search_in_sql("river3 stone4", 100)
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:  # unlogged beside logged ones
+            conn.execute("UPDATE kb_unlogged.stats SET generation = generation + 1")
+        assert sparse.search("maple1", 100) == sparse.search_in_sql("maple1", 100)
+        assert "river3" not in sparse.cache.cached(["river3"])[1]  # a generation without rows
 
 
 async def test_a_document_id_holding_a_newline_is_scored_in_sql(
@@ -299,6 +394,77 @@ async def test_a_first_ingest_leaves_the_searched_tables_vacuumed_and_analyzed(
         assert analyzed, name
 
 
+def _postings_index(url: str, schema: str) -> tuple[list[tuple[str, bool]], int | None, int]:
+    """The indexes of ``schema``'s document postings ``(name, valid)``, the postings count its last
+    rebuild recorded, and the index's file number (a rebuild gives it a new one)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        indexes = conn.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            f"WHERE i.indrelid = '{schema}.document_postings'::regclass ORDER BY c.relname"
+        ).fetchall()
+        upkeep = conn.execute(f"SELECT postings FROM {schema}.upkeep WHERE task = 'document_postings_pkey'")
+        built = upkeep.fetchone()
+        node = conn.execute(f"SELECT pg_relation_filenode('{schema}.document_postings_pkey')").fetchone()
+    assert node is not None
+    return [(r[0], bool(r[1])) for r in indexes], None if built is None else int(built[0]), int(node[0])
+
+
+async def test_the_document_postings_index_is_rebuilt_in_term_order_as_it_grows(
+    postgres: PostgresService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Built by inserts, a term's entries in the postings index are scattered over the file, and a
+    server fetching them from disk made hundreds of random reads. The ingest that makes the
+    postings grow by a quarter since the index's last build rebuilds it (concurrently, one
+    writer at a time), dropping first what a killed rebuild left; searches score the same."""
+    import psycopg
+
+    from toolkernel_rag.postgres import catalog as pg_catalog
+
+    monkeypatch.setattr(pg_catalog, "REBUILD_MIN_POSTINGS", 100)
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
+    kernel = make_kernel()
+    kb = await KnowledgeBase.open(
+        "rebuilt", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(corpus)])
+        indexes, built, node = _postings_index(postgres.uri, "kb_rebuilt")
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            count = conn.execute("SELECT count(*) FROM kb_rebuilt.document_postings").fetchone()
+        assert count is not None
+        assert built == count[0]  # rebuilt at the end of the first ingest, all postings counted
+        assert ("document_postings_pkey", True) in indexes
+        want = kb.sparse.search_in_sql("river3 stone4 maple", 100)
+        assert kb.sparse.search("river3 stone4 maple", 100) == want
+        # Grown by less than a quarter: left alone.
+        write_records(tmp_path / "more.jsonl", _records(3))
+        await ingest(kb, [str(tmp_path / "more.jsonl")])
+        assert _postings_index(postgres.uri, "kb_rebuilt")[1:] == (built, node)
+        # A rebuild killed midway leaves an invalid index; the next rebuild drops it first.
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                conn.execute(
+                    "CREATE UNIQUE INDEX CONCURRENTLY document_postings_pkey_ccnew "
+                    "ON kb_rebuilt.document_postings (term)"
+                )
+            conn.execute("UPDATE kb_rebuilt.upkeep SET postings = 1")  # as if it had grown
+        assert ("document_postings_pkey_ccnew", False) in _postings_index(postgres.uri, "kb_rebuilt")[0]
+        results = await anyio.to_thread.run_sync(
+            lambda: [kb.catalog.rebuild_postings_index(), kb.catalog.rebuild_postings_index()]
+        )
+        assert results == [True, False]
+        indexes, built, rebuilt_node = _postings_index(postgres.uri, "kb_rebuilt")
+        assert indexes == [("document_postings_document_idx", True), ("document_postings_pkey", True)]
+        assert rebuilt_node != node
+        assert built is not None
+        assert built > 1
+        assert kb.sparse.search("river3 stone4 maple", 100) == kb.sparse.search_in_sql(
+            "river3 stone4 maple", 100
+        )
+
+
 async def test_a_knowledge_base_without_term_counts_is_searched_and_given_them(
     postgres: PostgresService, tmp_path: Path
 ) -> None:
@@ -377,6 +543,75 @@ def test_two_writers_of_the_same_documents_leave_one_version(
     assert counts["chunks"] == counts["distinct_chunks"]
     assert counts["stats_match"]
     assert counts["term_counts_match"]
+
+
+async def test_a_servers_cache_moved_on_through_concurrent_writers_holds_what_the_database_holds(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Three writer processes commit at once (a re-ingest with changed documents, a new source,
+    a removal) while a reader searches: its cache is moved on by the changed documents at every
+    generation it meets, never started over, and ends holding exactly each term's postings in
+    the database, also for terms no search fetched again; its scores equal the SQL statement's."""
+    import psycopg
+
+    first = write_records(tmp_path / "a.jsonl", _records(60))
+    removed = write_records(tmp_path / "c.jsonl", _records(10))
+    kernel = make_kernel()
+    kb = await KnowledgeBase.open(
+        "moving", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(first), str(removed)])
+    queries = ["stone3 river3", "maple maple1 copper8", "harbor2 signal lantern5", "quokka7 orbit4 meadow6"]
+    reader = await KnowledgeBase.open("moving", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        sparse = reader.sparse
+        for query in [*queries, "cloud5 lantern8 copper2"]:
+            sparse.search(query, 10)
+        held = set(sparse.cache.terms())
+        assert {"cloud5", "lantern8", "copper2"} <= held  # never searched again: moved on alone
+        start = sparse.cache.generation
+        write_records(first, _records(60, changed=frozenset(range(0, 60, 6))))
+        second = write_records(tmp_path / "b.jsonl", _records(30))
+        ingest_command = [TOOLKERNEL, "kb", "ingest", "--kb", "moving", "--embedder", EMBEDDER, "--quiet"]
+        commands = [
+            [*ingest_command, str(first), "--batch", "4"],
+            [*ingest_command, str(second), "--batch", "4"],
+            [TOOLKERNEL, "kb", "remove", "c.jsonl/doc-1", "c.jsonl/doc-2", "--kb", "moving"],
+        ]
+        writers = [
+            await anyio.open_process(
+                c, env=_env(postgres.uri), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            for c in commands
+        ]
+        generations = set()
+        with anyio.fail_after(240):
+            while any(w.returncode is None for w in writers):
+                for query in queries:
+                    await anyio.to_thread.run_sync(sparse.search, query, 10)
+                generations.add(sparse.cache.generation)
+            assert [await w.wait() for w in writers] == [0, 0, 0]
+        for query in queries:
+            assert sparse.search(query, 100) == sparse.search_in_sql(query, 100), query
+        assert start is not None
+        assert sparse.cache.generation is not None
+        assert sparse.cache.generation > start
+        assert len(generations) > 1  # it met generations while the writers committed
+        assert held <= set(sparse.cache.terms())  # moved on every time, never started over
+        _, cached = sparse.cache.cached(sorted(held))
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            for term, postings in cached.items():
+                want = conn.execute(
+                    "SELECT document, tf, length FROM kb_moving.document_postings WHERE term = %s", (term,)
+                ).fetchall()
+                names = sparse.cache._names
+                got = [
+                    (names[d], int(t), int(n))
+                    for d, t, n in zip(postings.documents, postings.tf, postings.lengths, strict=True)
+                ]
+                assert sorted(got) == sorted(want), term
+    assert _counts(postgres.uri, "moving")["documents"] == 98
 
 
 def test_a_killed_ingest_resumes_to_a_clean_ingests_counts(postgres: PostgresService, tmp_path: Path) -> None:

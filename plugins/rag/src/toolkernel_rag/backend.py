@@ -107,6 +107,15 @@ class SparseBackend(Protocol):
 
     def terms(self, text: str) -> str: ...
     def refresh(self, catalog: Any) -> None: ...
+    def warm(self, report: Callable[[str], None]) -> None:
+        """Start loading what searches read, in the background (a server, as it opens); ``report``
+        is told when that is done."""
+        ...
+
+    def close(self) -> None:
+        """Stop what :meth:`warm` started."""
+        ...
+
     def search(
         self,
         query: str,

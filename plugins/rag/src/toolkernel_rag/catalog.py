@@ -89,7 +89,53 @@ CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sources (key TEXT PRIMARY KEY, location TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS removed_chunks (rowid INTEGER PRIMARY KEY, generation INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS removed_chunks_generation ON removed_chunks (generation);
+CREATE INDEX IF NOT EXISTS documents_pending ON documents (id) WHERE state = 'pending';
 """
+
+
+def _chunk_counts(row: str) -> str:
+    """Whether the chunk ``row`` (``NEW`` or ``OLD``) counts in ``done_vectors``: 0 or 1."""
+    return (
+        f"({row}.vector IS NOT NULL AND EXISTS "
+        f"(SELECT 1 FROM documents d WHERE d.id = {row}.document_id AND d.state = 'done'))"
+    )
+
+
+def _document_counts(row: str) -> str:
+    """What the document ``row`` (``NEW`` or ``OLD``) counts in ``done_vectors``: its chunks
+    with a vector, if it is done."""
+    return (
+        f"(({row}.state = 'done') * "
+        f"(SELECT COUNT(*) FROM chunks c WHERE c.document_id = {row}.id AND c.vector IS NOT NULL))"
+    )
+
+
+_DONE_VECTORS = tuple(
+    f"CREATE TRIGGER IF NOT EXISTS done_vectors_{name} AFTER {event} BEGIN "
+    f"UPDATE settings SET value = CAST(value AS INTEGER) {delta} WHERE key = 'done_vectors'; END"
+    for name, event, delta in (
+        ("chunk_added", "INSERT ON chunks", f"+ {_chunk_counts('NEW')}"),
+        ("chunk_removed", "DELETE ON chunks", f"- {_chunk_counts('OLD')}"),
+        (
+            "chunk_changed",
+            "UPDATE OF vector, document_id ON chunks",
+            f"- {_chunk_counts('OLD')} + {_chunk_counts('NEW')}",
+        ),
+        ("document_added", "INSERT ON documents", f"+ {_document_counts('NEW')}"),
+        ("document_removed", "DELETE ON documents", f"- {_document_counts('OLD')}"),
+        (
+            "document_changed",
+            "UPDATE OF id, state ON documents",
+            f"- {_document_counts('OLD')} + {_document_counts('NEW')}",
+        ),
+    )
+)
+"""Keeps ``settings.done_vectors``, the chunks with a vector of done documents (what the vector
+store must hold, pending documents aside), in the transaction of every change, whichever
+statement makes it: a writer's store check reads one row instead of counting every chunk. Each
+trigger adds what its row's change adds to that sum (a chunk counts while it has a vector and
+its document is done), so a document renamed before its chunks, or deleted after them, keeps it
+right. ``INSERT OR REPLACE`` on these tables would bypass the delete triggers: none is used."""
 
 QUALIFIED_IDS = "qualified"
 """``settings.document_ids`` of a catalog whose document ids start with their source's key."""
@@ -213,6 +259,8 @@ class Catalog:
                 self._document_terms = "terms" in columns
                 if writable and self._setting("log_from") is None:
                     self._set_setting("log_from", str(self.generation()))
+                if writable:
+                    self._keep_done_vectors()
                 self._db.execute("SELECT COUNT(*) FROM chunks").fetchone()
         except sqlite3.DatabaseError as exc:
             self._db.close()
@@ -844,6 +892,34 @@ class Catalog:
             query = f"SELECT COUNT(*) FROM chunks c{done} WHERE c.vector IS NOT NULL"
             (n,) = self._db.execute(query).fetchone()
         return int(n)
+
+    def kept_done_vectors(self) -> int:
+        """:meth:`vector_count` of done documents as the catalog keeps it (one row, see
+        ``_DONE_VECTORS``); ``-1`` in an older catalog no writer has opened since."""
+        value = self._setting("done_vectors")
+        return -1 if value is None else int(value)
+
+    def recount_done_vectors(self) -> int:
+        """Count the done documents' vectors again and keep that count (when the kept one is in doubt)."""
+        with self._lock, self._transaction():
+            count = self.vector_count(done_only=True)
+            self._set_setting("done_vectors", str(count))
+        return count
+
+    def _keep_done_vectors(self) -> None:
+        """Create the triggers that keep ``done_vectors`` and count it once (a catalog made before them)."""
+        with self._lock, self._transaction():
+            for trigger in _DONE_VECTORS:
+                self._db.execute(trigger)
+            if self._setting("done_vectors") is None:
+                self._set_setting("done_vectors", str(self.vector_count(done_only=True)))
+
+    def pending_documents(self) -> list[str]:
+        """Ids of the documents still ``pending`` (a killed run), in id order; read from an index of
+        them alone, so it costs what a killed run left, not the catalog's size."""
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM documents WHERE state = 'pending' ORDER BY id")
+            return [r[0] for r in rows]
 
     def all_vectors(
         self, batch: int = 1024, *, done_only: bool = False

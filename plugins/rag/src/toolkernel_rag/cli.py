@@ -339,6 +339,7 @@ async def _serve(args: argparse.Namespace, kernel: Kernel) -> None:
     # Read-only: any number of servers run beside one writer, and follow its ingests by themselves.
     async with await KnowledgeBase.open(args.kb, kernel=kernel, writable=False, home=args.home) as kb:
         await kb.embed_query("warm up")  # load the model before the first query
+        kb.sparse.warm(lambda line: print(f"{args.kb}: {line}", file=sys.stderr, flush=True))
         import toolkernel._serving  # noqa: F401 - load the protocol layer during set-up
 
         await kernel.serve(kb_server(kb, options), args.transport, serve_options)

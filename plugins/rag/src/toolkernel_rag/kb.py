@@ -166,7 +166,9 @@ class KnowledgeBase:
     def neighbour_search(self) -> NeighbourSearch:
         """How this embedded writer finds extensions' nearest chunks (:mod:`toolkernel_rag.neighbours`)."""
         if self._neighbours is None:
-            self._neighbours = NeighbourSearch(self.embedded_catalog, self.manifest.embedder.dimension)
+            self._neighbours = NeighbourSearch(
+                self.embedded_catalog, self.manifest.embedder.dimension, before_build=self.release_embedder
+            )
         return self._neighbours
 
     def release_neighbour_search(self) -> None:
@@ -485,6 +487,7 @@ class KnowledgeBase:
         if self._follower is not None:
             await anyio.to_thread.run_sync(self._follower.stop)
             self._follower = None
+        self.sparse.close()
         for extension in self.extensions.values():
             await extension.aclose()
         self.extensions.clear()
@@ -556,6 +559,20 @@ class KnowledgeBase:
                 )
             self._embedder = embedder
         return self._embedder
+
+    def release_embedder(self) -> None:
+        """Let go of the embedding model (loaded again by the next embed or query).
+
+        A writer calls it before it builds the neighbour index of an extensions' catch-up: the
+        catch-up embeds nothing, and a local model (32 MiB for ``local/wordllama-256``) is
+        about what the index and its library take at 100,000 chunks. Only this knowledge base's
+        references and the process's shared entry are dropped; another holder keeps its model.
+        """
+        held = {id(e) for e in (self._embedder, self._query_embedder) if e is not None}
+        self._embedder = self._query_embedder = None
+        shared = _embedders.get(self.kernel, {})
+        for key in [k for k, e in shared.items() if id(e) in held]:
+            del shared[key]
 
     def chunker(self, kind: str, language: str | None = None) -> Chunker:
         """The chunker for a document of ``kind`` (``auto`` picks by kind), options from the manifest.

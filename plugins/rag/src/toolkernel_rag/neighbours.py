@@ -15,7 +15,7 @@ the catalog's vectors (:class:`NeighbourIndex`): approximate, measured against t
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -179,9 +179,13 @@ class NeighbourSearch:
     generation. Safe to call from several threads (a lock: a writer's ``mastra`` searches ask too).
     """
 
-    def __init__(self, catalog: Catalog, dimension: int) -> None:
+    def __init__(
+        self, catalog: Catalog, dimension: int, before_build: Callable[[], None] | None = None
+    ) -> None:
         self._catalog = catalog
         self._dimension = dimension
+        self._before_build = before_build
+        """Called before the index is built: the writer frees what a catch-up does not use."""
         self._generation = -1
         self._calls = 0
         self._rows = 0
@@ -202,6 +206,8 @@ class NeighbourSearch:
         if self._index is None and (self._calls <= EXACT_CALLS or self._rows <= EXACT_ROWS):
             return scan_nearest(self._counted(self._catalog.vector_pages()), vectors, top_k)
         if self._index is None:
+            if self._before_build is not None:
+                self._before_build()
             self._index = NeighbourIndex.build(self._catalog, self._dimension)
         if not vectors or top_k <= 0 or not len(self._index):
             return [[] for _ in vectors]

@@ -75,7 +75,10 @@ async def check_store(kb: KnowledgeBase, damage: str | None = None) -> None:
     """Open the writer's vector store and make it hold exactly the catalog's vectors.
 
     Documents still ``pending`` (a killed run) are left out of the comparison: the next
-    ingest rewrites them. A store that cannot be opened is refused with the repair command.
+    ingest rewrites them. What it reads costs what changed, not the catalog's size: the
+    pending documents from an index of them alone, the catalog's count from the row its
+    triggers keep (counted again only when the store disagrees with it). A store that cannot
+    be opened is refused with the repair command.
     ``damage`` (from :func:`take_store_files`, whose files are gone) is said with the repair.
     """
     try:
@@ -87,7 +90,10 @@ async def check_store(kb: KnowledgeBase, damage: str | None = None) -> None:
         raise KBError(f"{_store_where(kb)} cannot be opened ({exc}): run '{repair_hint(kb)}'") from None
     except Exception as exc:  # an engine's own error on damaged files
         raise KBError(f"{_store_where(kb)} is damaged ({exc}): run '{repair_hint(kb)}'") from None
-    expected = _done_vectors(kb)
+    catalog = kb.embedded_catalog
+    expected = catalog.kept_done_vectors()
+    if stored != expected:  # the kept count is trusted only when it agrees: else counted again
+        expected = catalog.recount_done_vectors()
     if stored != expected or damage is not None:
         restored = await rebuild_store(kb, drop=stored > expected and kb.embedded_store)
         cause = damage or f"it held {stored} of the catalog's {expected} vectors"
@@ -102,11 +108,7 @@ async def _count_done(kb: KnowledgeBase) -> int:
 
 
 def _pending(kb: KnowledgeBase) -> list[str]:
-    return sorted(d for d, (_, state) in kb.catalog.hashes().items() if state == "pending")
-
-
-def _done_vectors(kb: KnowledgeBase) -> int:
-    return kb.embedded_catalog.vector_count(done_only=True)
+    return kb.embedded_catalog.pending_documents()
 
 
 def _store_where(kb: KnowledgeBase) -> str:

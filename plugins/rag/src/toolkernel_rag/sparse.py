@@ -103,6 +103,12 @@ class SparseIndex:
         """What the saved postings were built with: a change (say, of the language) rebuilds them."""
         return {"format": _FORMAT, **self.spec.model_dump()}
 
+    def warm(self, report: Callable[[str], None]) -> None:
+        """Nothing to start: a reader loads the whole saved index at its first search."""
+
+    def close(self) -> None:
+        """Nothing runs in the background."""
+
     def refresh(self, catalog: Catalog) -> None:
         """Bring the index up to the catalog's generation.
 

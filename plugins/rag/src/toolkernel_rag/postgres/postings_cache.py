@@ -1,13 +1,14 @@
-"""A server's copy of the document postings of the terms it searched lately, for one generation.
+"""A server's copy of the document postings of the most frequent and the lately searched terms.
 
 BM25 in SQL scores every posting of every query term and groups them by document, which grows
-with the corpus; most of a query's postings belong to common terms that the previous queries
-asked for too. A server thus keeps each searched term's postings as arrays (documents as
-numbers into a list of ids) and scores them with numpy. The cache holds one catalog
-generation: every writing transaction bumps it, and a search that reads another generation
-drops the whole cache, so what is scored is always one committed state. It is a cache only:
-it holds at most :data:`MAX_CACHED_POSTINGS` postings, least recently used terms go first, and
-a server rebuilds it from the database.
+with the corpus; most of a query's postings belong to common terms. A server thus keeps terms'
+postings as arrays (documents as numbers into a list of ids) and scores them with numpy. The
+cache holds one catalog generation at a time, so what is scored is always one committed state:
+when the database moves on, the cache is moved on with it by the documents the generations in
+between changed (:meth:`PostingsCache.move_on`: their old postings out of every cached term,
+their new ones in), or started over when those changes are not known. It holds at most
+:data:`MAX_CACHED_POSTINGS` postings, least recently used terms go first, and a server
+rebuilds it from the database.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ Ints = Sequence[int] | npt.NDArray[np.int32]
 Fetched = tuple[str, Sequence[str], Ints, Ints]
 """One term's postings as fetched: ``(term, document ids, tfs, lengths)``."""
 
-MAX_CACHED_POSTINGS = 4_000_000
-"""Postings a server keeps at most (12 bytes each: document number, tf and length as int32)."""
+MAX_CACHED_POSTINGS = 10_000_000
+"""Postings a server keeps at most: 120 MB of arrays (document number, tf and length as int32),
+besides one Python string per document id seen."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,11 @@ class Snapshot:
 
 
 class PostingsCache:
-    """Term postings of one generation, least recently used first out; safe from several threads."""
+    """Term postings of one generation, least recently used first out; safe from several threads.
+
+    Postings already handed to a search are never changed: moving on replaces a term's arrays,
+    and document numbers only grow, so a search scores what it was given to the end.
+    """
 
     def __init__(self, limit: int = MAX_CACHED_POSTINGS) -> None:
         self.limit = limit
@@ -66,6 +72,16 @@ class PostingsCache:
     def generation(self) -> int | None:
         """The generation the cache holds (``None`` before a first search)."""
         return self._generation
+
+    @property
+    def size(self) -> int:
+        """Postings held."""
+        return self._size
+
+    def terms(self) -> list[str]:
+        """The terms held."""
+        with self._lock:
+            return list(self._terms)
 
     def cached(self, terms: Iterable[str]) -> tuple[int | None, dict[str, TermPostings]]:
         """The generation held and the postings of those ``terms`` it holds."""
@@ -85,15 +101,15 @@ class PostingsCache:
         """The postings ``fetched`` at ``generation`` (``(term, documents, tfs, lengths)``) with the
         ``cached`` ones read before from generation ``held``; ``None`` if those are of another.
 
-        A newer generation than the one held empties the cache first; postings of an older
-        one (a search that raced a writer) are scored but not kept.
+        An empty cache takes ``generation`` as its own. Postings of another generation than the
+        one held (a search that raced a writer, before the cache moved on) are scored but not kept.
         """
         with self._lock:
-            if self._generation is None or generation > self._generation:
-                self._reset(generation)
+            if self._generation is None:
+                self._generation = generation
             if cached and held != generation:
                 return None
-            if generation != self._generation:  # older than the cache: numbered apart, not kept
+            if generation != self._generation:  # numbered apart, not kept
                 names: list[str] = []
                 numbers: dict[str, int] = {}
                 return Snapshot(
@@ -108,13 +124,79 @@ class PostingsCache:
                     self._keep(term, found)
             return Snapshot(generation, self._names, postings)
 
-    def _reset(self, generation: int) -> None:
-        # A new list: a search still scoring with the old one keeps its numbers.
-        self._generation = generation
-        self._names = []
-        self._numbers = {}
-        self._terms.clear()
-        self._size = 0
+    def warm(self, generation: int, fetched: Iterable[Fetched]) -> bool:
+        """Keep the postings ``fetched`` at ``generation`` ahead of any search for them, at the
+        end that leaves first (a term already held stays as it is); ``False`` if the cache holds
+        another generation.
+
+        Fetched in decreasing document frequency, the rarest of them leave first.
+        """
+        with self._lock:
+            if self._generation is None:
+                self._generation = generation
+            if generation != self._generation:
+                return False
+            for term, documents, tf, lengths in fetched:
+                if term in self._terms or self._size + len(documents) > self.limit:
+                    continue
+                found = _postings(documents, tf, lengths, self._names, self._numbers)
+                self._terms[term] = found
+                self._terms.move_to_end(term, last=False)
+                self._size += len(found)
+            return True
+
+    def move_on(self, held: int, generation: int, changed: Sequence[str], fetched: Iterable[Fetched]) -> bool:
+        """Bring the cache from generation ``held`` to ``generation``, whose writers changed the
+        documents ``changed``: their postings leave every cached term and those ``fetched`` (their
+        current postings, of any term) join the cached terms; ``False`` if the cache no longer
+        holds ``held``.
+        """
+        with self._lock:
+            if self._generation != held:
+                return False
+            numbers = [self._number(d) for d in changed]
+            gone = np.zeros(len(self._names), dtype=bool)
+            gone[numbers] = True
+            new = {
+                t: _postings(d, tf, n, self._names, self._numbers)
+                for t, d, tf, n in fetched
+                if t in self._terms  # a term searched meanwhile, at ``held``, is moved on too
+            }
+            for term, old in list(self._terms.items()):
+                joining = new.get(term)
+                stays = ~gone[old.documents]
+                if joining is None and stays.all():
+                    continue
+                parts = [old] if joining is None else [old, joining]
+                masks = [stays] if joining is None else [stays, np.ones(len(joining), dtype=bool)]
+                moved = TermPostings(
+                    *(
+                        np.concatenate([getattr(p, field)[m] for p, m in zip(parts, masks, strict=True)])
+                        for field in ("documents", "tf", "lengths")
+                    )
+                )
+                self._terms[term] = moved  # an existing key keeps its place in the order of use
+                self._size += len(moved) - len(old)
+            self._generation = generation
+            self._evict()
+            return True
+
+    def start_over(self, generation: int) -> None:
+        """Drop everything held and hold ``generation``, empty."""
+        with self._lock:
+            # A new list: a search still scoring with the old one keeps its numbers.
+            self._generation = generation
+            self._names = []
+            self._numbers = {}
+            self._terms.clear()
+            self._size = 0
+
+    def _number(self, document: str) -> int:
+        number = self._numbers.get(document)
+        if number is None:
+            number = self._numbers[document] = len(self._names)
+            self._names.append(document)
+        return number
 
     def _keep(self, term: str, postings: TermPostings) -> None:
         old = self._terms.pop(term, None)
@@ -122,6 +204,9 @@ class PostingsCache:
             self._size -= len(old)
         self._terms[term] = postings
         self._size += len(postings)
+        self._evict()
+
+    def _evict(self) -> None:
         while self._size > self.limit:
             _, evicted = self._terms.popitem(last=False)
             self._size -= len(evicted)

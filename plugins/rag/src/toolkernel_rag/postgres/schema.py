@@ -74,6 +74,7 @@ CREATE TABLE {s}.document_postings (
 );
 CREATE INDEX ON {s}.document_postings (document);
 {term_counts};
+{changes};
 CREATE TABLE {s}.sources (key text PRIMARY KEY, location text NOT NULL UNIQUE);
 CREATE TABLE {s}.extension_state (
     extension text NOT NULL, document_id text NOT NULL, hash text NOT NULL,
@@ -84,6 +85,7 @@ CREATE TABLE {s}.extension_blobs (
     PRIMARY KEY (extension, key)
 );
 {segments};
+{upkeep};
 """
 
 SEGMENTS_TABLE = """CREATE TABLE IF NOT EXISTS {s}.extension_segments (
@@ -92,6 +94,11 @@ SEGMENTS_TABLE = """CREATE TABLE IF NOT EXISTS {s}.extension_segments (
 )"""
 """Extensions' segmented state (``KBContext.append_segment``); also made on first append in a
 schema created before it."""
+
+UPKEEP_TABLE = """CREATE TABLE IF NOT EXISTS {s}.upkeep (task text PRIMARY KEY, postings bigint NOT NULL)"""
+"""When each index rebuild last ran, as the postings its table held then
+(:meth:`~toolkernel_rag.postgres.catalog.PgCatalog.rebuild_postings_index`); also made by the
+first rebuild in a schema created before it."""
 
 VECTOR_INDEX = (
     f"CREATE INDEX IF NOT EXISTS {VECTOR_INDEX_NAME} ON {{s}}.chunks USING hnsw (embedding vector_cosine_ops)"
@@ -109,6 +116,24 @@ Each writing transaction adds one row per term it adds or removes postings of (`
 change), so concurrent writers never update a shared row; :meth:`PgCatalog.compact_term_counts`
 folds a term's rows into one. A search reads a few rows per term where counting its postings
 read every one of them."""
+
+
+CHANGES = (
+    "CREATE TABLE {s}.changes (generation bigint NOT NULL, document text);\n"
+    "CREATE INDEX changes_generation_idx ON {s}.changes (generation)"
+)
+"""Which documents each generation changed, so a server moves its cached postings on by those
+documents instead of dropping them.
+
+Every writing transaction bumps the generation by one (the ``stats`` row serialises them) and
+adds a row per document it wrote or removed, with that generation; a change that is not about
+documents (an extension's state) adds one row with no document. A server that finds a
+generation without rows in the range it catches up over (written by a writer from before this
+table, or pruned: see :data:`KEPT_GENERATIONS`) starts its cache over instead. A knowledge
+base made before it gets it from its first writer."""
+
+KEPT_GENERATIONS = 2_000
+"""Generations of ``changes`` kept: a server further behind starts its cache over."""
 
 
 def schema_name(name: str) -> str:
@@ -158,9 +183,11 @@ def create(db: Database, schema: str, manifest: Manifest) -> Manifest:
                 tables = _TABLES.format(
                     s=schema,
                     segments=SEGMENTS_TABLE.format(s=schema),
+                    upkeep=UPKEEP_TABLE.format(s=schema),
                     dimension=manifest.embedder.dimension,
                     vector_index=VECTOR_INDEX.format(s=schema),
                     term_counts=TERM_COUNTS.format(s=schema),
+                    changes=CHANGES.format(s=schema),
                 )
                 for statement in tables.split(";"):
                     if statement.strip():

@@ -14,11 +14,18 @@ totals of the same snapshot); a second statement scores the chunks of the best d
 says whether the generation is still the same. A search that races a writer three times is
 scored by the single SQL statement instead. Ties are broken by document id in code-point
 order (``COLLATE "C"``), the same both ways.
+
+A server (``kb serve``) warms the cache when it opens, in the background: the postings of the
+most frequent terms, up to :data:`WARM_SHARE` of the cache's budget, the terms whose postings
+are costly to fetch at a search. When the generation moves on, the cache is caught up by the
+documents the writers changed (the ``changes`` table), read in one repeatable-read snapshot.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +38,7 @@ from toolkernel.filters import coerce_filter
 from toolkernel.knowledge import ScoredChunk
 from toolkernel.vectors import QueryResult, query_results
 from toolkernel_rag.layout import SparseSpec
-from toolkernel_rag.postgres.postings_cache import PostingsCache, Snapshot
+from toolkernel_rag.postgres.postings_cache import Fetched, PostingsCache, Snapshot
 from toolkernel_rag.postgres.schema import register_vector
 from toolkernel_rag.sparse import Analyzer
 
@@ -144,6 +151,41 @@ _CHUNKS_COUNTED = _chunks(_DF_COUNTED)
 ATTEMPTS = 3
 """Searches scored from postings before a search that keeps racing writers is scored in SQL."""
 
+WARM_SHARE = 0.75
+"""The share of the cache's budget a server fills with the most frequent terms when it opens;
+the rest is for the terms searches ask for."""
+
+WARM_BATCH = 250_000
+"""Postings fetched by one statement while warming (what one batch costs in memory as Python
+strings, some 15 MB, before it is numbered)."""
+
+MAX_CAUGHT_UP = 20_000
+"""Changed documents a cache is moved on by at most; past that it starts over (and warms again)."""
+
+_FREQUENT = (
+    'SELECT term, df FROM (SELECT term, df, sum(df) OVER (ORDER BY df DESC, term COLLATE "C") AS running '
+    'FROM ({df}) AS t WHERE df > 0) AS w WHERE running <= %(budget)s ORDER BY df DESC, term COLLATE "C"'
+)
+"""The most frequent terms (by document frequency) whose postings fit in ``budget`` together."""
+
+_FREQUENCIES = "SELECT term, sum(n) AS df FROM {s}.term_counts WHERE postings = 'document' GROUP BY term"
+_FREQUENCIES_COUNTED = "SELECT term, count(*) AS df FROM {s}.document_postings GROUP BY term"
+
+_CHANGED = (
+    "SELECT count(DISTINCT generation), "
+    "COALESCE(array_agg(DISTINCT document) FILTER (WHERE document IS NOT NULL), '{}') "
+    "FROM {s}.changes WHERE generation > %s AND generation <= %s"
+)
+"""How many generations in a range have their changes logged, and the documents they changed."""
+
+_CHANGED_POSTINGS = (
+    "SELECT term, string_agg(document, E'\\n'), string_agg(int4send(tf), ''::bytea), "
+    "string_agg(int4send(length), ''::bytea), count(*) FROM {s}.document_postings "
+    "WHERE document = ANY(%(documents)s::text[]) GROUP BY term"
+)
+"""The current postings of some documents, packed as :data:`_POSTINGS` packs them (a server
+keeps those of the terms it holds)."""
+
 
 _SESSION_SETTINGS: weakref.WeakKeyDictionary[psycopg.Connection, tuple[str, str]] = (
     weakref.WeakKeyDictionary()
@@ -159,13 +201,71 @@ class PgSparse:
         self.spec = spec
         self.analyzer = Analyzer(spec.language)
         self.cache = cache if cache is not None else PostingsCache()
+        self._catching_up = threading.Lock()
+        self._report: Callable[[str], None] | None = None
+        self._warmer: threading.Thread | None = None
+        self._closed = threading.Event()
 
     def terms(self, text: str) -> str:
         """The terms of ``text`` as the catalog stores them (space-separated)."""
         return " ".join(self.analyzer.terms(text))
 
     def refresh(self, catalog: object) -> None:
-        """Every search reads the generation: the cache is dropped by the search that sees a new one."""
+        """Every search reads the generation: the search that sees a new one catches the cache up."""
+
+    def warm(self, report: Callable[[str], None]) -> None:
+        """Fill the cache with the postings of the most frequent terms in a background thread, now
+        and whenever the cache has to start over; ``report`` is told what each warming held."""
+        self._report = report
+        self._start_warming()
+
+    def close(self) -> None:
+        """Stop warming (a batch under way is left to finish)."""
+        self._closed.set()
+
+    def _start_warming(self) -> None:
+        if self._report is None or self._closed.is_set():
+            return
+        if self._warmer is not None and self._warmer.is_alive():
+            return
+        self._warmer = threading.Thread(target=self._warm, name="bm25-warm", daemon=True)
+        self._warmer.start()
+
+    def _warm(self) -> None:
+        from toolkernel_rag.layout import KBError
+
+        report = self._report
+        assert report is not None
+        started = time.perf_counter()
+        catalog = self.catalog
+        frequencies = _FREQUENCIES if catalog.has_term_counts() else _FREQUENCIES_COUNTED
+        statement = catalog._sql(_FREQUENT.replace("{df}", frequencies))
+        terms = postings = 0
+        try:
+            with catalog.db.connection() as conn:
+                budget = int(self.cache.limit * WARM_SHARE) - self.cache.size
+                frequent = conn.execute(statement, {"budget": budget}).fetchall()
+            for batch in _batches(frequent, WARM_BATCH):
+                if self._closed.is_set():
+                    return
+                for _ in range(ATTEMPTS):
+                    with catalog.db.connection() as conn:
+                        try:
+                            generation, _, _, fetched = self._fetch(conn, batch)
+                        except _NewlineInId:
+                            break
+                        if self.cache.warm(generation, fetched):
+                            terms += len(fetched)
+                            postings += sum(len(f[1]) for f in fetched)
+                            break
+                        self._catch_up(conn)
+        except KBError as exc:
+            report(f"BM25 postings not warmed: {exc}")
+            return
+        report(
+            f"BM25 postings of the {terms} most frequent terms cached ({postings} postings) "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
 
     def search(
         self,
@@ -221,20 +321,61 @@ class PgSparse:
 
     def _snapshot(self, conn: psycopg.Connection, terms: list[str]) -> tuple[Snapshot | None, float, float]:
         """The postings of ``terms`` (cached, and fetched with the totals), or ``None`` when the
-        cached ones turned out to be of an older generation (they are dropped)."""
+        cached ones and the fetched ones are of different generations (score again)."""
         held, cached = self.cache.cached(terms)
-        fetch = [t for t in terms if t not in cached]
-        rows = conn.execute(self.catalog._sql(_POSTINGS), {"terms": fetch}).fetchall()
+        generation, documents, average, fetched = self._fetch(conn, [t for t in terms if t not in cached])
+        if held is not None and generation > held:  # the database moved on: so does the cache
+            self._catch_up(conn)
+            held, again = self.cache.cached(cached)
+            if len(again) != len(cached):
+                return None, documents, average
+            cached = again
+        return self.cache.add(generation, fetched, cached, held), documents, average
+
+    def _fetch(self, conn: psycopg.Connection, terms: list[str]) -> tuple[int, float, float, list[Fetched]]:
+        """The generation, document count and mean length, and the postings of ``terms``, read by
+        one statement."""
+        rows = conn.execute(self.catalog._sql(_POSTINGS), {"terms": terms}).fetchall()
         generation, documents, average = rows[0][0], rows[0][1], rows[0][2]
-        fetched = []
-        for _, _, _, term, ids, tfs, lengths, n in rows:
-            if term is None:
-                continue
-            names = ids.split("\n")
-            if len(names) != n:
-                raise _NewlineInId
-            fetched.append((term, names, _int32s(tfs), _int32s(lengths)))
-        return self.cache.add(int(generation), fetched, cached, held), float(documents), float(average)
+        fetched = _unpacked([r[3:] for r in rows if r[3] is not None])
+        return int(generation), float(documents), float(average), fetched
+
+    def _catch_up(self, conn: psycopg.Connection) -> None:
+        """Move the cache on to the database's generation by the documents changed since the one
+        it holds, all read in one snapshot; start it over (and warm it again) when those are not
+        all logged or too many."""
+        with self._catching_up:
+            held = self.cache.generation
+            if held is None:
+                return
+            catalog = self.catalog
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                row = conn.execute(
+                    catalog._sql("SELECT s.generation, to_regclass(%s) IS NOT NULL FROM {s}.stats s"),
+                    (f"{catalog.schema}.changes",),
+                ).fetchone()
+                assert row is not None
+                generation, logged = int(row[0]), bool(row[1])
+                if generation <= held:
+                    return
+                changed: list[str] = []
+                if logged:
+                    found = conn.execute(catalog._sql(_CHANGED), (held, generation)).fetchone()
+                    assert found is not None
+                    logged = found[0] == generation - held and len(found[1]) <= MAX_CAUGHT_UP
+                    changed = list(found[1])
+                fetched: list[Fetched] | None = None
+                if logged and changed:
+                    rows = conn.execute(catalog._sql(_CHANGED_POSTINGS), {"documents": changed}).fetchall()
+                    try:
+                        fetched = _unpacked(rows)
+                    except _NewlineInId:
+                        logged = False
+            if logged and self.cache.move_on(held, generation, changed, fetched or []):
+                return
+            self.cache.start_over(generation)
+            self._start_warming()
 
     def _scores(
         self, snapshot: Snapshot, counted: Counter[str], documents: float, average: float
@@ -302,6 +443,32 @@ class _NewlineInId(Exception):
 
 def _int32s(packed: bytes) -> np.ndarray[Any, np.dtype[np.int32]]:
     return np.frombuffer(packed, dtype=">i4").astype(np.int32)
+
+
+def _unpacked(rows: Sequence[Sequence[Any]]) -> list[Fetched]:
+    """Rows of packed postings, ``(term, ids joined by newlines, tfs, lengths, count)``, as
+    ``(term, ids, tfs, lengths)``; :class:`_NewlineInId` if an id holds a newline."""
+    fetched: list[Fetched] = []
+    for term, ids, tfs, lengths, n in rows:
+        names = ids.split("\n")
+        if len(names) != n:
+            raise _NewlineInId
+        fetched.append((term, names, _int32s(tfs), _int32s(lengths)))
+    return fetched
+
+
+def _batches(frequent: Sequence[Sequence[Any]], size: int) -> list[list[str]]:
+    """The terms of ``(term, document frequency)`` rows in order, grouped into batches of about
+    ``size`` postings."""
+    out: list[list[str]] = [[]]
+    held = 0
+    for term, df in frequent:
+        if held and held + int(df) > size:
+            out.append([])
+            held = 0
+        out[-1].append(term)
+        held += int(df)
+    return [b for b in out if b]
 
 
 def _best(
