@@ -27,13 +27,26 @@ def _recording(where: list[bool]):  # type: ignore[no-untyped-def]
     return quick
 
 
+async def _until_on_the_loop(server: MCPServer, name: str, where: list[bool]) -> None:
+    """Call ``name`` until a call runs on the loop. A call the OS preempts on a busy machine
+    looks like one that waited and restarts the proof, so this allows many more calls than
+    :data:`PROVING_CALLS`."""
+    for _ in range(PROVING_CALLS * 50):
+        await server.execute_tool(name)
+        if where[-1]:
+            return
+    raise AssertionError(f"{name} never moved onto the event loop in {len(where)} calls")
+
+
 async def test_a_short_sync_tool_moves_onto_the_event_loop_after_its_proving_calls(kernel):
     where: list[bool] = []
     server = MCPServer("s", tools=[_recording(where)], kernel=kernel)
-    for _ in range(PROVING_CALLS + 20):
+    await _until_on_the_loop(server, "quick", where)
+    assert len(where) > PROVING_CALLS
+    assert not any(where[:PROVING_CALLS])  # proved in worker threads first
+    for _ in range(20):
         assert await server.execute_tool("quick", {"text": "t"}) == "t"
-    assert where[:PROVING_CALLS] == [False] * PROVING_CALLS  # proved in worker threads first
-    assert where[-10:] == [True] * 10  # then on the loop
+    assert where[-20:] == [True] * 20  # then on the loop, and there it stays
 
 
 async def test_a_sync_tool_that_waits_stays_in_worker_threads(kernel):
@@ -53,26 +66,28 @@ async def test_a_sync_tool_that_waits_stays_in_worker_threads(kernel):
     assert not any(where)
 
 
-async def test_a_long_call_on_the_loop_sends_the_tool_back_to_threads_for_good(kernel, capsys):
+@pytest.mark.parametrize("slow_by", ["computing", "waiting"])
+async def test_a_long_call_on_the_loop_sends_the_tool_back_to_threads_for_good(kernel, capsys, slow_by):
     loop_thread = threading.get_ident()
     where: list[bool] = []
     slow = {"now": False}
 
     @tool
     def sometimes_slow() -> str:
-        """Short, except once: then it computes for twice the limit."""
+        """Short, except once: then it computes, or sleeps, for twice the limit."""
         where.append(threading.get_ident() == loop_thread)
         if slow["now"]:
             slow["now"] = False
-            end = time.perf_counter() + 2 * LONG_S
-            while time.perf_counter() < end:
-                pass
+            if slow_by == "waiting":
+                time.sleep(2 * LONG_S)
+            else:
+                end = time.thread_time() + 2 * LONG_S  # CPU time: a busy machine may preempt the loop
+                while time.thread_time() < end:
+                    pass
         return "ok"
 
     server = MCPServer("s", tools=[sometimes_slow], kernel=kernel)
-    for _ in range(PROVING_CALLS + 5):
-        await server.execute_tool("sometimes_slow")
-    assert where[-1] is True
+    await _until_on_the_loop(server, "sometimes_slow", where)
     slow["now"] = True
     capsys.readouterr()
     await server.execute_tool("sometimes_slow")

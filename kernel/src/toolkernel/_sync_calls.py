@@ -9,7 +9,10 @@ So a sync tool starts in worker threads, where each call is timed. After
 :data:`PROVING_CALLS` consecutive calls that each took under :data:`SHORT_S` of wall time,
 and as much CPU time as wall time (within :data:`WAIT_S`: it never waited), its calls run on
 the event loop, in a copy of the caller's context as in a thread. The first call there that
-takes over :data:`LONG_S` sends the tool back to threads for good, with a warning in the log.
+computes for over :data:`LONG_S`, or that takes over :data:`LONG_S` and waited (the thread
+slept: a voluntary context switch), sends the tool back to threads for good, with a warning
+in the log. A call that took long only because the OS ran something else meanwhile (a busy
+machine) leaves the tool where it is.
 
 A tool that takes the :class:`~toolkernel.ToolContext` stays in threads: it may poll
 ``ctx.cancel_requested``, which changes only while the loop runs. ``blocking=True`` on a tool
@@ -20,6 +23,7 @@ runs it on the loop from its first call.
 from __future__ import annotations
 
 import contextvars
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -27,6 +31,21 @@ from typing import TypeVar
 __all__ = ["LONG_S", "PROVING_CALLS", "SHORT_S", "WAIT_S", "SyncCalls"]
 
 T = TypeVar("T")
+
+if sys.platform == "linux":
+    from resource import RUSAGE_THREAD, getrusage
+
+    def _usage() -> tuple[float, int | None]:
+        """This thread's CPU seconds and voluntary context switches (its waits): one system call."""
+        usage = getrusage(RUSAGE_THREAD)
+        return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
+
+else:
+
+    def _usage() -> tuple[float, int | None]:
+        """This thread's CPU seconds; its waits are not counted here."""
+        return time.thread_time(), None
+
 
 PROVING_CALLS = 64
 """Consecutive short, non-waiting calls in threads before a tool's calls move to the event loop."""
@@ -60,12 +79,12 @@ class SyncCalls:
         if self._inline:
             if self._settled:
                 return contextvars.copy_context().run(func)
-            start = time.perf_counter()
+            start, used = time.perf_counter(), _usage()
             try:
                 return contextvars.copy_context().run(func)
             finally:
                 if (elapsed := time.perf_counter() - start) > LONG_S:
-                    self._back_to_threads(elapsed)
+                    self._check_long_call(elapsed, used)
         from toolkernel.tools import sync_tool_threads
 
         if self._settled:
@@ -88,6 +107,15 @@ class SyncCalls:
                     self._inline = True
             else:
                 self._streak = 0
+
+    def _check_long_call(self, elapsed: float, before: tuple[float, int | None]) -> None:
+        """Send the tool back to threads if a call on the loop that took ``elapsed`` s computed
+        that long or waited; not if the OS merely preempted it."""
+        cpu, waits = _usage()
+        computed = cpu - before[0]
+        waited = elapsed - computed > LONG_S if waits is None else waits != before[1]
+        if computed > LONG_S or waited:
+            self._back_to_threads(elapsed)
 
     def _back_to_threads(self, elapsed: float) -> None:
         self._inline = False
