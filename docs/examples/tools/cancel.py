@@ -21,7 +21,7 @@ async def wait_for(seconds: float, ctx: ToolContext) -> str:
 
 @app.tool
 def count_primes(limit: int, ctx: ToolContext) -> int:
-    """Count primes below limit (CPU-bound: runs in a worker thread)."""
+    """Count primes below limit (CPU-bound: takes the context, so it runs in a worker thread)."""
     found = 0
     for n in range(2, limit):
         if n % 10_000 == 0 and ctx.cancel_requested:

@@ -23,6 +23,7 @@ from toolkernel.context import ToolContext
 from toolkernel.errors import ConfigError
 
 if TYPE_CHECKING:
+    from toolkernel._sync_calls import SyncCalls
     from toolkernel.events import ToolEvent
     from toolkernel.tasks import TaskSupport
     from toolkernel.threads import WorkerThreads
@@ -101,7 +102,12 @@ class Tool:
     check_input: Callable[[Mapping[str, Any]], None] | None = None
     """A cheap check of the raw arguments run before schema validation (say, size limits), so an
     oversized input is refused before any work; a :class:`ValueError` it raises is the isError."""
+    blocking: bool | None = None
+    """Where a sync tool runs (:mod:`toolkernel._sync_calls`): None learns it from the calls
+    (a tool that takes the :class:`ToolContext` stays in threads), True keeps it in worker
+    threads, False runs it on the event loop from the first call."""
     is_async: bool = field(init=False)
+    _sync_calls: SyncCalls | None = field(default=None, init=False, repr=False)
     _input_checker: tuple[dict[str, Any], Any] | None = field(default=None, init=False, repr=False)
     """The input schema and the JSON Schema validator built for it, made on first use."""
 
@@ -122,9 +128,19 @@ class Tool:
             )
         if self.input_schema.get("type") != "object":
             raise ConfigError(f"tool {self.name!r}: input schema must describe an object (type: object)")
+        if self.blocking is not None and not isinstance(self.blocking, bool):
+            raise ConfigError(f"tool {self.name!r}: blocking must be a bool or None, got {self.blocking!r}")
         self.is_async = inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(
             getattr(self.fn, "__call__", None)  # noqa: B004 - async callable objects
         )
+        if not self.is_async:
+            from toolkernel._sync_calls import SyncCalls
+
+            # A sync tool given the context may watch ``ctx.cancel_requested``, which changes
+            # only while the loop runs: unless declared otherwise, it stays in threads.
+            takes_context = self.context_param is not None or self.calling == "input"
+            blocking = True if self.blocking is None and takes_context else self.blocking
+            self._sync_calls = SyncCalls(self.name, blocking)
 
     # -- the three steps of a call ------------------------------------------------------
 
@@ -156,7 +172,7 @@ class Tool:
         return cached[1]
 
     async def invoke(self, validated: Any, ctx: ToolContext) -> Any:
-        """Run the tool on validated input; sync tools run in a worker thread."""
+        """Run the tool on validated input; a sync tool where :mod:`toolkernel._sync_calls` puts it."""
         if self.calling == "input":
             args: tuple[Any, ...] = (validated, ctx)
             kwargs: dict[str, Any] = {}
@@ -169,10 +185,9 @@ class Tool:
             )
             if self.context_param is not None:
                 kwargs[self.context_param] = ctx
-        if self.is_async:
+        if self._sync_calls is None:
             return await self.fn(*args, **kwargs)
-        # Cancelling the call waits for the function to return: it may have effects.
-        return await sync_tool_threads().run(lambda: self.fn(*args, **kwargs), finish_on_cancel=True)
+        return await self._sync_calls.run(lambda: self.fn(*args, **kwargs))
 
     def check_output(self, value: Any) -> tuple[list[Any], Any, dict[str, Any] | None, bool]:
         """Turn a return value into ``(content, structured, meta, is_error)``, enforcing the output schema."""
@@ -251,6 +266,7 @@ def tool(
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
     on_output: ToolCallback | None = None,
+    blocking: bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -271,6 +287,7 @@ def tool(
     on_input_delta: ToolCallback | None = None,
     on_input_available: ToolCallback | None = None,
     on_output: ToolCallback | None = None,
+    blocking: bool | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a function: its parameters are the input schema.
 
@@ -282,6 +299,10 @@ def tool(
     client supports tasks; ``"required"`` refuses clients that do not (-32021). The task
     is created when the call starts, or with ``task_start="detach"`` when the tool calls
     :meth:`ToolContext.run_as_task`, after asking its questions inside the request.
+
+    A sync function runs in a worker thread until its calls show it short and never
+    waiting, then on the event loop (:mod:`toolkernel._sync_calls`); ``blocking=True``
+    keeps it in threads, ``blocking=False`` puts it on the loop at once.
     """
 
     def build(func: Callable[..., Any]) -> Tool:
@@ -328,6 +349,7 @@ def tool(
             on_input_delta=on_input_delta,
             on_input_available=on_input_available,
             on_output=on_output,
+            blocking=blocking,
         )
 
     return build(fn) if fn is not None else build
@@ -351,12 +373,14 @@ def create_tool(
     on_input_available: ToolCallback | None = None,
     on_output: ToolCallback | None = None,
     check_input: Callable[[Mapping[str, Any]], None] | None = None,
+    blocking: bool | None = None,
 ) -> Tool:
     """Make a :class:`Tool` Mastra-style: ``execute(input, ctx)`` with explicit schemas.
 
     ``input_schema`` is a pydantic model (``execute`` receives an instance) or a JSON
     Schema object (``execute`` receives the validated dict); ``None`` takes no input.
-    ``check_input(arguments)`` runs before schema validation (see :attr:`Tool.check_input`).
+    ``check_input(arguments)`` runs before schema validation (see :attr:`Tool.check_input`);
+    ``blocking`` places a sync ``execute`` as in :func:`tool`.
     """
     if not callable(execute):
         raise ConfigError(f"create_tool({id!r}): execute must be callable")
@@ -398,6 +422,7 @@ def create_tool(
         on_input_available=on_input_available,
         on_output=on_output,
         check_input=check_input,
+        blocking=blocking,
     )
 
 

@@ -62,7 +62,6 @@ class GuardedProtocol(HttpToolsProtocol):
     _head_bytes = 0
     """Bytes received since the current request began, while its headers are incomplete."""
     _in_head = True
-    _header_count = 0
     _refused = False
     _read = 0
     """Bytes of the read being parsed."""
@@ -98,11 +97,14 @@ class GuardedProtocol(HttpToolsProtocol):
         _Base.data_received(self, data)
         # Headers still incomplete after this read: refuse once they pass the limit, so at
         # most one read (256 KiB) past it is ever parsed.
-        if self._in_head and not self._refused and self._over_bytes(self._head_bytes):
-            self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
+        if self._in_head and not self._refused:
+            if self._over_bytes(self._head_bytes):
+                self._refuse_headers(f"request headers over {self.max_header_bytes} bytes (max_header_bytes)")
+            else:
+                self._check_header_count()
 
     def on_message_begin(self) -> None:
-        self._in_head, self._head_bytes, self._header_count = True, 0, 0
+        self._in_head, self._head_bytes = True, 0
         self._first_read = self._read
         _Base.on_message_begin(self)
 
@@ -110,18 +112,11 @@ class GuardedProtocol(HttpToolsProtocol):
         if not self._refused:
             _Base.on_url(self, url)
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self._refused:
-            return
-        count = self._header_count = self._header_count + 1
-        if self.max_headers is not None and count > self.max_headers:
-            self._refuse_headers(f"more than {self.max_headers} request headers (max_headers)")
-            return
-        _Base.on_header(self, name, value)
-
     def on_headers_complete(self) -> None:
         self._in_head = False
         if self._refused:
+            return
+        if self._check_header_count():
             return
         # Counted exactly only when the reads the head came in could hold more than the limit.
         if self._over_bytes(self._first_read + self._head_bytes):
@@ -139,6 +134,17 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if not self._refused:
             _Base.on_message_complete(self)
+
+    def _check_header_count(self) -> bool:
+        """Refuse the request once it has sent more than ``max_headers`` headers; whether it did.
+
+        Counted after each read and when the headers are complete, not header by header (a
+        call each): a read adds at most what fits in it.
+        """
+        if self.max_headers is not None and len(self.headers) > self.max_headers:
+            self._refuse_headers(f"more than {self.max_headers} request headers (max_headers)")
+            return True
+        return False
 
     def _over_bytes(self, size: int) -> bool:
         return self.max_header_bytes is not None and size > self.max_header_bytes

@@ -146,6 +146,18 @@ _VERSIONS = {v.encode("latin-1"): v for v in HANDSHAKE_PROTOCOL_VERSIONS}
 
 def parse(body: bytes) -> JSONRPCRequest | None:
     """The request in ``body`` if it is one the direct path serves (a single request, not initialize)."""
+    # pydantic's own JSON parser first: about 2 µs a request less than json.loads and a
+    # validation. A body it refuses (a notification, a batch, a lone surrogate such as a
+    # client's "\ud800", which json.loads accepts) is parsed again with json.loads.
+    try:
+        request = JSONRPCRequest.model_validate_json(body, by_name=False)
+    except ValidationError:
+        return _parse_as_python_does(body)
+    return None if request.method == "initialize" else request
+
+
+def _parse_as_python_does(body: bytes) -> JSONRPCRequest | None:
+    """:func:`parse` with json.loads, which takes a few bodies pydantic's parser refuses."""
     try:
         decoded = json.loads(body)
     except (ValueError, RecursionError):

@@ -56,6 +56,8 @@ class HTTPServerTransport:
                 opts.header_timeout_s, opts.max_connections, opts.max_header_bytes, opts.max_headers
             ),
             log_level=self.http_options.log_level,
+            # Below "info" no access line is shown; uvicorn would still format one per request.
+            access_log=self.http_options.log_level.lower() in ("info", "debug", "trace"),
             lifespan="on",
             # uvicorn's ProxyHeadersMiddleware puts the client named by a trusted proxy in the scope.
             proxy_headers=True,

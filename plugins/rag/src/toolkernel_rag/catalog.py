@@ -895,7 +895,7 @@ class Catalog:
 
     def kept_done_vectors(self) -> int:
         """:meth:`vector_count` of done documents as the catalog keeps it (one row, see
-        ``_DONE_VECTORS``); a writer opens the catalog, a reader may see ``-1``: not kept yet."""
+        ``_DONE_VECTORS``); ``-1`` in an older catalog no writer has opened since."""
         value = self._setting("done_vectors")
         return -1 if value is None else int(value)
 

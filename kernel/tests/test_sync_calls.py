@@ -1,0 +1,172 @@
+"""Where sync tools run: worker threads, or the event loop once their calls show them short."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+
+import pytest
+
+from toolkernel import ConfigError, MCPServer, ToolContext, tool
+from toolkernel._sync_calls import LONG_S, PROVING_CALLS
+from toolkernel.errors import ToolExecutionError
+
+pytestmark = pytest.mark.anyio
+
+
+def _recording(where: list[bool]):  # type: ignore[no-untyped-def]
+    """A short sync tool that records, per call, whether it ran on the test's (the loop's) thread."""
+    loop_thread = threading.get_ident()
+
+    def quick(text: str = "x") -> str:
+        """Return the text."""
+        where.append(threading.get_ident() == loop_thread)
+        return text
+
+    return quick
+
+
+async def test_a_short_sync_tool_moves_onto_the_event_loop_after_its_proving_calls(kernel):
+    where: list[bool] = []
+    server = MCPServer("s", tools=[_recording(where)], kernel=kernel)
+    for _ in range(PROVING_CALLS + 20):
+        assert await server.execute_tool("quick", {"text": "t"}) == "t"
+    assert where[:PROVING_CALLS] == [False] * PROVING_CALLS  # proved in worker threads first
+    assert where[-10:] == [True] * 10  # then on the loop
+
+
+async def test_a_sync_tool_that_waits_stays_in_worker_threads(kernel):
+    loop_thread = threading.get_ident()
+    where: list[bool] = []
+
+    @tool
+    def waits() -> str:
+        """Sleep briefly: short in wall time, but it waits rather than computes."""
+        where.append(threading.get_ident() == loop_thread)
+        time.sleep(0.0003)
+        return "ok"
+
+    server = MCPServer("s", tools=[waits], kernel=kernel)
+    for _ in range(PROVING_CALLS * 2):
+        await server.execute_tool("waits")
+    assert not any(where)
+
+
+async def test_a_long_call_on_the_loop_sends_the_tool_back_to_threads_for_good(kernel, capsys):
+    loop_thread = threading.get_ident()
+    where: list[bool] = []
+    slow = {"now": False}
+
+    @tool
+    def sometimes_slow() -> str:
+        """Short, except once: then it computes for twice the limit."""
+        where.append(threading.get_ident() == loop_thread)
+        if slow["now"]:
+            slow["now"] = False
+            end = time.perf_counter() + 2 * LONG_S
+            while time.perf_counter() < end:
+                pass
+        return "ok"
+
+    server = MCPServer("s", tools=[sometimes_slow], kernel=kernel)
+    for _ in range(PROVING_CALLS + 5):
+        await server.execute_tool("sometimes_slow")
+    assert where[-1] is True
+    slow["now"] = True
+    capsys.readouterr()
+    await server.execute_tool("sometimes_slow")
+    assert where[-1] is True  # that call ran on the loop, and was caught running long
+    warnings = [
+        line for line in capsys.readouterr().err.splitlines() if "moved back to worker threads" in line
+    ]
+    assert len(warnings) == 1
+    assert "sometimes_slow" in warnings[0]
+    del where[:]
+    for _ in range(PROVING_CALLS * 2):
+        await server.execute_tool("sometimes_slow")
+    assert not any(where)  # short again, but it stays in threads
+
+
+async def test_blocking_true_keeps_a_tool_in_threads_and_false_puts_it_on_the_loop(kernel):
+    loop_thread = threading.get_ident()
+    where: dict[str, list[bool]] = {"kept": [], "looped": []}
+
+    @tool(blocking=True)
+    def kept() -> str:
+        """Always in a worker thread."""
+        where["kept"].append(threading.get_ident() == loop_thread)
+        return "k"
+
+    @tool(blocking=False)
+    def looped() -> str:
+        """Always on the event loop."""
+        where["looped"].append(threading.get_ident() == loop_thread)
+        return "l"
+
+    server = MCPServer("s", tools=[kept, looped], kernel=kernel)
+    for _ in range(PROVING_CALLS * 2):
+        await server.execute_tool("kept")
+        await server.execute_tool("looped")
+    assert not any(where["kept"])
+    assert all(where["looped"])
+
+
+async def test_a_sync_tool_that_takes_the_context_stays_in_threads_unless_declared(kernel):
+    loop_thread = threading.get_ident()
+    where: dict[str, list[bool]] = {"watching": [], "declared": []}
+
+    @tool
+    def watching(ctx: ToolContext) -> str:
+        """May poll ctx.cancel_requested, which changes only while the loop runs."""
+        where["watching"].append(threading.get_ident() == loop_thread)
+        return str(ctx.cancel_requested)
+
+    @tool(blocking=False)
+    def declared(ctx: ToolContext) -> str:
+        """Declared short by its author."""
+        where["declared"].append(threading.get_ident() == loop_thread)
+        return "d"
+
+    server = MCPServer("s", tools=[watching, declared], kernel=kernel)
+    for _ in range(PROVING_CALLS * 2):
+        await server.execute_tool("watching")
+        await server.execute_tool("declared")
+    assert not any(where["watching"])
+    assert all(where["declared"])
+
+
+async def test_a_call_on_the_loop_keeps_its_context_variables_to_itself(kernel):
+    seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="caller")
+
+    @tool(blocking=False)
+    def sets_a_variable() -> str:
+        """Set a context variable, as a library might."""
+        before = seen.get()
+        seen.set("tool")
+        return before
+
+    server = MCPServer("s", tools=[sets_a_variable], kernel=kernel)
+    seen.set("caller")
+    assert await server.execute_tool("sets_a_variable") == "caller"
+    assert seen.get() == "caller"
+
+
+async def test_an_error_raised_on_the_loop_reaches_the_caller_as_in_a_thread(kernel):
+    @tool(blocking=False)
+    def fails() -> str:
+        """Raise."""
+        raise ValueError("bad input 42")
+
+    server = MCPServer("s", tools=[fails], kernel=kernel)
+    with pytest.raises(ToolExecutionError, match="bad input 42"):
+        await server.execute_tool("fails")
+
+
+@pytest.mark.parametrize("bad", [1, "yes", 0.0])
+def test_blocking_must_be_a_bool_or_none(bad):
+    def f() -> str:
+        return ""
+
+    with pytest.raises(ConfigError, match="blocking must be a bool or None"):
+        tool(blocking=bad)(f)
