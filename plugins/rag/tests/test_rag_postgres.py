@@ -485,6 +485,10 @@ async def test_the_document_postings_index_is_rebuilt_in_term_order_as_it_grows(
             lambda: [kb.catalog.rebuild_postings_index(), kb.catalog.rebuild_postings_index()]
         )
         assert results == [True, False]
+        with kb.catalog.db.connection() as conn:  # the pooled connection the rebuild used, reset
+            memory = conn.execute("SELECT current_setting('maintenance_work_mem')").fetchone()
+        assert memory is not None
+        assert memory[0] != f"{pg_catalog.REBUILD_MEMORY_MB}MB"
         indexes, built, rebuilt_node = _postings_index(postgres.uri, "kb_rebuilt")
         assert indexes == [("document_postings_document_idx", True), ("document_postings_pkey", True)]
         assert rebuilt_node != node
