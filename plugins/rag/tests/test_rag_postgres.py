@@ -223,6 +223,36 @@ async def test_a_warmed_cache_holds_the_most_frequent_terms_and_scores_as_sql(
         sparse.close()
 
 
+async def test_warming_that_fails_says_why_and_searches_go_on(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Warming runs in a background thread: a failure there (here the database refuses the
+    statement: its table is gone) is reported in one line, never a thread's traceback, and
+    the server keeps serving."""
+    import psycopg
+
+    corpus = write_records(tmp_path / "corpus.jsonl", _records(12))
+    kernel = make_kernel()
+    kb = await KnowledgeBase.open(
+        "unwarmed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(corpus)])
+    reader = await KnowledgeBase.open("unwarmed", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            conn.execute("ALTER TABLE kb_unwarmed.document_postings RENAME TO postings_elsewhere")
+        reports: list[str] = []
+        reader.sparse.warm(reports.append)
+        warmer = reader.sparse._warmer  # type: ignore[attr-defined]
+        warmer.join(timeout=60)
+        assert len(reports) == 1
+        assert reports[0].startswith("BM25 postings not warmed: UndefinedTable"), reports
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            conn.execute("ALTER TABLE kb_unwarmed.postings_elsewhere RENAME TO document_postings")
+        assert reader.sparse.search("river3", 5)
+
+
 async def test_a_knowledge_base_without_a_changes_log_starts_the_cache_over_then_gets_one(
     postgres: PostgresService, tmp_path: Path
 ) -> None:
@@ -455,6 +485,10 @@ async def test_the_document_postings_index_is_rebuilt_in_term_order_as_it_grows(
             lambda: [kb.catalog.rebuild_postings_index(), kb.catalog.rebuild_postings_index()]
         )
         assert results == [True, False]
+        with kb.catalog.db.connection() as conn:  # the pooled connection the rebuild used, reset
+            memory = conn.execute("SELECT current_setting('maintenance_work_mem')").fetchone()
+        assert memory is not None
+        assert memory[0] != f"{pg_catalog.REBUILD_MEMORY_MB}MB"
         indexes, built, rebuilt_node = _postings_index(postgres.uri, "kb_rebuilt")
         assert indexes == [("document_postings_document_idx", True), ("document_postings_pkey", True)]
         assert rebuilt_node != node

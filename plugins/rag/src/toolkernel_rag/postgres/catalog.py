@@ -46,6 +46,10 @@ _LOCK_SOURCES = "SELECT pg_advisory_xact_lock(hashtextextended(%s || ':sources',
 REBUILD_GROWTH = 1.25
 """How much the document postings grow after a build of their index before it is rebuilt."""
 
+REBUILD_MEMORY_MB = 512
+"""The ``maintenance_work_mem`` a rebuild of the postings index asks for at least, for its sort
+(PostgreSQL's default is 64 MB; at 300k chunks, 14 million postings, a rebuild with 512 MB took 35 s)."""
+
 REBUILD_MIN_POSTINGS = 100_000
 """Document postings below which their index is never rebuilt (a few MB, read whole anyway)."""
 
@@ -858,7 +862,16 @@ class PgCatalog:
                 ).fetchall()
                 for (leftover,) in leftovers:
                     conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {leftover}")
-                conn.execute(self._sql("REINDEX INDEX CONCURRENTLY {s}.document_postings_pkey"))
+                memory = conn.execute("SELECT current_setting('maintenance_work_mem')").fetchone()
+                assert memory is not None
+                if _megabytes(str(memory[0])) < REBUILD_MEMORY_MB:  # for this session's rebuild alone
+                    conn.execute(
+                        "SELECT set_config('maintenance_work_mem', %s, false)", (f"{REBUILD_MEMORY_MB}MB",)
+                    )
+                try:
+                    conn.execute(self._sql("REINDEX INDEX CONCURRENTLY {s}.document_postings_pkey"))
+                finally:
+                    conn.execute("RESET maintenance_work_mem")
                 conn.execute(
                     self._sql(
                         "INSERT INTO {s}.upkeep (task, postings) VALUES ('document_postings_pkey', %s) "

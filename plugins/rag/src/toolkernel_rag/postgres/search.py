@@ -259,8 +259,10 @@ class PgSparse:
                             postings += sum(len(f[1]) for f in fetched)
                             break
                         self._catch_up(conn)
-        except KBError as exc:
-            report(f"BM25 postings not warmed: {exc}")
+        except Exception as exc:  # a background thread: say why, searches fetch what they need
+            if not self._closed.is_set():
+                reason = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
+                report(f"BM25 postings not warmed: {reason}")
             return
         report(
             f"BM25 postings of the {terms} most frequent terms cached ({postings} postings) "
