@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import gc
 import threading
 import time
 
@@ -101,6 +102,36 @@ async def test_a_long_call_on_the_loop_sends_the_tool_back_to_threads_for_good(k
     for _ in range(PROVING_CALLS * 2):
         await server.execute_tool("sometimes_slow")
     assert not any(where)  # short again, but it stays in threads
+
+
+async def test_a_garbage_collection_in_a_call_on_the_loop_leaves_the_tool_there(kernel, capsys):
+    """A collection would hold the GIL in a thread as well: its time is not the tool's."""
+    loop_thread = threading.get_ident()
+    where: list[bool] = []
+    collect = {"now": False}
+    heap = [[] for _ in range(600_000)]  # a full collection walks these: about 10 ms here
+
+    @tool
+    def collects_once() -> str:
+        """Short, except once: then a full garbage collection runs inside it."""
+        where.append(threading.get_ident() == loop_thread)
+        if collect["now"]:
+            collect["now"] = False
+            started = time.perf_counter()
+            gc.collect()
+            collect["took"] = time.perf_counter() - started
+        return "ok"
+
+    server = MCPServer("s", tools=[collects_once], kernel=kernel)
+    await _until_on_the_loop(server, "collects_once", where)
+    collect["now"] = True
+    await server.execute_tool("collects_once")
+    assert collect["took"] > LONG_S  # else this test shows nothing
+    for _ in range(10):
+        await server.execute_tool("collects_once")
+    assert where[-11:] == [True] * 11
+    assert "moved back to worker threads" not in capsys.readouterr().err
+    del heap
 
 
 async def test_blocking_true_keeps_a_tool_in_threads_and_false_puts_it_on_the_loop(kernel):

@@ -12,7 +12,8 @@ the event loop, in a copy of the caller's context as in a thread. The first call
 computes for over :data:`LONG_S`, or that takes over :data:`LONG_S` and waited (the thread
 slept: a voluntary context switch), sends the tool back to threads for good, with a warning
 in the log. A call that took long only because the OS ran something else meanwhile (a busy
-machine) leaves the tool where it is.
+machine), or because a garbage collection ran in it (which would hold the GIL in a thread
+as well), leaves the tool where it is.
 
 A tool that takes the :class:`~toolkernel.ToolContext` stays in threads: it may poll
 ``ctx.cancel_requested``, which changes only while the loop runs. ``blocking=True`` on a tool
@@ -23,6 +24,7 @@ runs it on the loop from its first call.
 from __future__ import annotations
 
 import contextvars
+import gc
 import sys
 import time
 from collections.abc import Callable
@@ -57,6 +59,21 @@ LONG_S = 0.002
 """A call on the event loop that takes longer than this (2 ms) sends its tool back to threads."""
 
 
+class _Collections:
+    """Seconds this process has spent in garbage collections, kept by a ``gc`` callback
+    installed with the first :class:`SyncCalls` (two calls of it per collection)."""
+
+    seconds = 0.0
+    started = 0.0
+
+    @classmethod
+    def clock(cls, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            cls.started = time.perf_counter()
+        else:
+            cls.seconds += time.perf_counter() - cls.started
+
+
 class SyncCalls:
     """The place of one sync callable's calls, learned from how they behave (see the module)."""
 
@@ -68,6 +85,8 @@ class SyncCalls:
         self._inline = blocking is False
         self._settled = blocking is not None
         self._streak = 0
+        if _Collections.clock not in gc.callbacks:
+            gc.callbacks.append(_Collections.clock)
 
     @property
     def inline(self) -> bool:
@@ -79,12 +98,12 @@ class SyncCalls:
         if self._inline:
             if self._settled:
                 return contextvars.copy_context().run(func)
-            start, used = time.perf_counter(), _usage()
+            start, used, collecting = time.perf_counter(), _usage(), _Collections.seconds
             try:
                 return contextvars.copy_context().run(func)
             finally:
                 if (elapsed := time.perf_counter() - start) > LONG_S:
-                    self._check_long_call(elapsed, used)
+                    self._check_long_call(elapsed, used, _Collections.seconds - collecting)
         from toolkernel.tools import sync_tool_threads
 
         if self._settled:
@@ -108,12 +127,15 @@ class SyncCalls:
             else:
                 self._streak = 0
 
-    def _check_long_call(self, elapsed: float, before: tuple[float, int | None]) -> None:
-        """Send the tool back to threads if a call on the loop that took ``elapsed`` s computed
-        that long or waited; not if the OS merely preempted it."""
+    def _check_long_call(self, elapsed: float, before: tuple[float, int | None], collecting: float) -> None:
+        """Send the tool back to threads if a call on the loop that took ``elapsed`` s, of which
+        ``collecting`` s in garbage collections, computed that long or waited; not if the OS
+        merely preempted it."""
+        if elapsed - collecting <= LONG_S:
+            return
         cpu, waits = _usage()
-        computed = cpu - before[0]
-        waited = elapsed - computed > LONG_S if waits is None else waits != before[1]
+        computed = cpu - before[0] - collecting
+        waited = elapsed - collecting - computed > LONG_S if waits is None else waits != before[1]
         if computed > LONG_S or waited:
             self._back_to_threads(elapsed)
 
