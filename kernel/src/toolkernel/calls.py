@@ -62,8 +62,9 @@ class ToolCaller:
     async def call(self, tool: Tool, arguments: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run ``tool`` on ``arguments``; never raises except to ask the client for input."""
         with tool_span(tool.name, ctx.call_id):
-            await self._event("on_tool_input_start", tool, ctx)
-            if tool.on_input_delta is not None or self._hooked["on_tool_input_delta"]:
+            if self._fires("on_tool_input_start", tool):
+                await self._event("on_tool_input_start", tool, ctx)
+            if self._fires("on_tool_input_delta", tool):
                 delta = json.dumps(arguments, ensure_ascii=False, default=str)
                 await self._event("on_tool_input_delta", tool, ctx, input_text_delta=delta)
             try:
@@ -84,7 +85,8 @@ class ToolCaller:
         except ToolInputError as exc:
             await self._error(tool, ctx, exc, started)
             return ToolOutcome.error(f"Invalid input for tool {tool.name!r}: {exc}")
-        await self._event("on_tool_input_available", tool, ctx, input=validated)
+        if self._fires("on_tool_input_available", tool):
+            await self._event("on_tool_input_available", tool, ctx, input=validated)
         try:
             value = await tool.invoke(validated, ctx)
             content, structured, meta, is_error = tool.check_output(value)
@@ -103,7 +105,9 @@ class ToolCaller:
         except Exception as exc:
             await self._error(tool, ctx, exc, started)
             return ToolOutcome.error(f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}")
-        await self._event("on_tool_output", tool, ctx, output=value, duration_s=time.perf_counter() - started)
+        if self._fires("on_tool_output", tool):
+            duration = time.perf_counter() - started
+            await self._event("on_tool_output", tool, ctx, output=value, duration_s=duration)
         return ToolOutcome(content=content, structured=structured, is_error=is_error, value=value, meta=meta)
 
     async def _error(self, tool: Tool, ctx: ToolContext, exc: BaseException, started: float | None) -> None:
@@ -114,6 +118,11 @@ class ToolCaller:
         )
         duration = time.perf_counter() - started if started is not None else None
         await self._event("on_tool_error", tool, ctx, error=exc, duration_s=duration)
+
+    def _fires(self, hook: str, tool: Tool) -> bool:
+        """Whether ``hook`` has a listener for ``tool``: checked before making the event, which
+        most calls need none of (a coroutine per step costs more than the check)."""
+        return getattr(tool, _CALLBACKS[hook]) is not None or self._hooked[hook]
 
     async def _event(self, hook: str, tool: Tool, ctx: ToolContext, **fields: Any) -> None:
         """Fire the per-tool callback and the kernel hook for one lifecycle step."""
