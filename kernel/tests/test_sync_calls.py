@@ -134,52 +134,47 @@ async def test_a_garbage_collection_in_a_call_on_the_loop_leaves_the_tool_there(
     del heap
 
 
-async def test_blocking_true_keeps_a_tool_in_threads_and_false_puts_it_on_the_loop(kernel):
+async def test_blocking_and_the_context_decide_the_place_from_the_first_call(kernel):
+    """``blocking=True`` keeps a tool in threads, ``blocking=False`` puts it on the loop, and a
+    tool taking the ToolContext (it may poll ``ctx.cancel_requested``, which changes only while
+    the loop runs) stays in threads unless declared ``blocking=False``."""
     loop_thread = threading.get_ident()
-    where: dict[str, list[bool]] = {"kept": [], "looped": []}
+    where: dict[str, list[bool]] = {"kept": [], "looped": [], "watching": [], "declared": []}
+
+    def here(name: str) -> str:
+        where[name].append(threading.get_ident() == loop_thread)
+        return name
 
     @tool(blocking=True)
     def kept() -> str:
         """Always in a worker thread."""
-        where["kept"].append(threading.get_ident() == loop_thread)
-        return "k"
+        return here("kept")
 
     @tool(blocking=False)
     def looped() -> str:
         """Always on the event loop."""
-        where["looped"].append(threading.get_ident() == loop_thread)
-        return "l"
-
-    server = MCPServer("s", tools=[kept, looped], kernel=kernel)
-    for _ in range(PROVING_CALLS * 2):
-        await server.execute_tool("kept")
-        await server.execute_tool("looped")
-    assert not any(where["kept"])
-    assert all(where["looped"])
-
-
-async def test_a_sync_tool_that_takes_the_context_stays_in_threads_unless_declared(kernel):
-    loop_thread = threading.get_ident()
-    where: dict[str, list[bool]] = {"watching": [], "declared": []}
+        return here("looped")
 
     @tool
     def watching(ctx: ToolContext) -> str:
-        """May poll ctx.cancel_requested, which changes only while the loop runs."""
-        where["watching"].append(threading.get_ident() == loop_thread)
-        return str(ctx.cancel_requested)
+        """May poll ctx.cancel_requested."""
+        return here("watching")
 
     @tool(blocking=False)
     def declared(ctx: ToolContext) -> str:
         """Declared short by its author."""
-        where["declared"].append(threading.get_ident() == loop_thread)
-        return "d"
+        return here("declared")
 
-    server = MCPServer("s", tools=[watching, declared], kernel=kernel)
+    server = MCPServer("s", tools=[kept, looped, watching, declared], kernel=kernel)
     for _ in range(PROVING_CALLS * 2):
-        await server.execute_tool("watching")
-        await server.execute_tool("declared")
-    assert not any(where["watching"])
-    assert all(where["declared"])
+        for name in where:
+            assert await server.execute_tool(name) == name
+    assert {name: set(places) for name, places in where.items()} == {
+        "kept": {False},
+        "looped": {True},
+        "watching": {False},
+        "declared": {True},
+    }
 
 
 async def test_a_call_on_the_loop_keeps_its_context_variables_to_itself(kernel):

@@ -45,11 +45,14 @@ def served_with_a_long_grace(tmp_path: Path) -> Iterator[tuple[str, subprocess.P
     yield from _serve_headers(tmp_path, {"TOOLKERNEL_HTTP_SHUTDOWN_GRACE_S": "600"})
 
 
-def _serve_headers(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def _serve_headers(
+    tmp_path: Path, env: dict[str, str], *, stdout: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     (tmp_path / "header_server.py").write_text(HEADER_SERVER)
     command = [sys.executable, "-m", "toolkernel", "serve", f"{tmp_path / 'header_server.py'}:app"]
     proc = subprocess.Popen(
         [*command, "--transport", "http", "--port", "0"],
+        stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **env},
@@ -240,28 +243,16 @@ def test_a_stop_signal_lets_the_request_in_flight_finish(
 @pytest.mark.parametrize(("level", "logged"), [("info", True), ("warning", False)])
 def test_access_lines_follow_the_log_level(tmp_path: Path, level: str, logged: bool) -> None:
     """uvicorn's access line per request (on stdout) shows at ``log_level`` info, and not above it."""
-    (tmp_path / "header_server.py").write_text(HEADER_SERVER)
-    target = f"{tmp_path / 'header_server.py'}:app"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "toolkernel", "serve", target, "--transport", "http", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TOOLKERNEL_HTTP_LOG_LEVEL": level, "TOOLKERNEL_HTTP_STATELESS": "true"},
-    )
+    env = {"TOOLKERNEL_HTTP_LOG_LEVEL": level, "TOOLKERNEL_HTTP_STATELESS": "true"}
+    served = _serve_headers(tmp_path, env, stdout=subprocess.PIPE)
+    url, proc = next(served)
     try:
-        assert proc.stderr is not None
-        url = None
-        for _ in range(50):
-            if found := re.search(r"on (http://\S+)", proc.stderr.readline()):
-                url = found.group(1)
-                break
-        assert url is not None, "the server never said where it listens"
         ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
         headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
         answer = httpx.post(url, json=ping, headers=headers, timeout=30)
         assert answer.status_code == 200, answer.text
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
+        served.close()  # stops the server
+    assert proc.stdout is not None
+    out = proc.stdout.read()
     assert ('"POST /mcp HTTP/1.1" 200' in out) is logged, out

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
+from toolkernel import Kernel
 from toolkernel.cli import main
 from toolkernel.testing.services import PostgresService, postgres_standby, start_postgres, stop_postgres
 from toolkernel_rag import KnowledgeBase, ingest
@@ -40,6 +41,13 @@ def _records(n: int, changed: frozenset[int] = frozenset()) -> list[dict[str, ob
             words.insert(5, f"quokka{i}")
         out.append({"id": f"doc-{i}", "title": f"Record {i}", "text": " ".join(words)})
     return out
+
+
+async def _new_kb(url: str, name: str, kernel: Kernel) -> KnowledgeBase:
+    """A new knowledge base ``name`` on the database at ``url``, with the tests' embedder and chunker."""
+    return await KnowledgeBase.open(
+        name, kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=url
+    )
 
 
 def _env(url: str, **extra: str) -> dict[str, str]:
@@ -97,9 +105,7 @@ async def test_bm25_scores_equal_the_embedded_index(postgres: PostgresService, t
     embedded = await KnowledgeBase.open(
         str(tmp_path / "embedded"), kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER
     )
-    database = await KnowledgeBase.open(
-        "scores", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    database = await _new_kb(postgres.uri, "scores", kernel)
     async with embedded, database:
         await ingest(embedded, [str(corpus)])
         await ingest(database, [str(corpus)])
@@ -128,9 +134,7 @@ async def test_bm25_from_a_servers_cached_postings_equals_the_sql_statement_and_
     terms it held stay cached through the writes."""
     corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
     kernel = make_kernel()
-    writer = await KnowledgeBase.open(
-        "cached", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    writer = await _new_kb(postgres.uri, "cached", kernel)
     async with writer:
         await ingest(writer, [str(corpus)])
     queries = ("stone3 river3", "maple maple1 copper8", "prism0 velvet harbor2 signal", "quokka7 stone3")
@@ -184,9 +188,7 @@ async def test_a_warmed_cache_holds_the_most_frequent_terms_and_scores_as_sql(
 
     corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
     kernel = make_kernel()
-    writer = await KnowledgeBase.open(
-        "warmed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    writer = await _new_kb(postgres.uri, "warmed", kernel)
     async with writer:
         await ingest(writer, [str(corpus)])
     import psycopg
@@ -233,9 +235,7 @@ async def test_warming_that_fails_says_why_and_searches_go_on(
 
     corpus = write_records(tmp_path / "corpus.jsonl", _records(12))
     kernel = make_kernel()
-    kb = await KnowledgeBase.open(
-        "unwarmed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "unwarmed", kernel)
     async with kb:
         await ingest(kb, [str(corpus)])
     reader = await KnowledgeBase.open("unwarmed", kernel=kernel, home=postgres.uri, writable=False)
@@ -263,9 +263,7 @@ async def test_a_knowledge_base_without_a_changes_log_starts_the_cache_over_then
 
     corpus = write_records(tmp_path / "corpus.jsonl", _records(30))
     kernel = make_kernel()
-    kb = await KnowledgeBase.open(
-        "unlogged", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "unlogged", kernel)
     async with kb:
         await ingest(kb, [str(corpus)])
     with psycopg.connect(postgres.uri, autocommit=True) as conn:
@@ -300,9 +298,7 @@ async def test_a_document_id_holding_a_newline_is_scored_in_sql(
     records = [*_records(6), {"id": "two\nlines", "text": "stone3 river3 quokka1"}]
     corpus = write_records(tmp_path / "corpus.jsonl", records)
     kernel = make_kernel()
-    kb = await KnowledgeBase.open(
-        "newline", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "newline", kernel)
     async with kb:
         await ingest(kb, [str(corpus)])
         found = kb.sparse.search("quokka1 stone3", 10)
@@ -324,9 +320,7 @@ async def test_the_totals_a_search_reads_from_the_stats_row_match_the_tables(
     embedded = await KnowledgeBase.open(
         str(tmp_path / "embedded"), kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER
     )
-    database = await KnowledgeBase.open(
-        "totals", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    database = await _new_kb(postgres.uri, "totals", kernel)
 
     def check(expected_documents: int) -> None:
         tables = _counts(postgres.uri, "totals")
@@ -365,9 +359,7 @@ async def test_a_first_ingest_builds_the_vector_index_at_its_end(
     import psycopg
 
     corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
-    kb = await KnowledgeBase.open(
-        "bulk", kernel=make_kernel(), create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "bulk", make_kernel())
     dense_query = (
         "SELECT id FROM kb_bulk.chunks "
         "ORDER BY embedding <=> (SELECT embedding FROM kb_bulk.chunks LIMIT 1) LIMIT 5"
@@ -402,9 +394,7 @@ async def test_a_first_ingest_leaves_the_searched_tables_vacuumed_and_analyzed(
     import psycopg
 
     corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
-    kb = await KnowledgeBase.open(
-        "vacuumed", kernel=make_kernel(), create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "vacuumed", make_kernel())
     async with kb:
         await ingest(kb, [str(corpus)])
     tables = ("chunk_postings", "document_postings", "chunks", "documents", "term_counts")
@@ -455,9 +445,7 @@ async def test_the_document_postings_index_is_rebuilt_in_term_order_as_it_grows(
     monkeypatch.setattr(pg_catalog, "REBUILD_MIN_POSTINGS", 100)
     corpus = write_records(tmp_path / "corpus.jsonl", _records(40))
     kernel = make_kernel()
-    kb = await KnowledgeBase.open(
-        "rebuilt", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "rebuilt", kernel)
     async with kb:
         await ingest(kb, [str(corpus)])
         indexes, built, node = _postings_index(postgres.uri, "kb_rebuilt")
@@ -508,9 +496,7 @@ async def test_a_knowledge_base_without_term_counts_is_searched_and_given_them(
 
     corpus = write_records(tmp_path / "corpus.jsonl", _records(30))
     kernel = make_kernel()
-    kb = await KnowledgeBase.open(
-        "older", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "older", kernel)
     async with kb:
         await ingest(kb, [str(corpus)])
         want = kb.sparse.search("river3 stone4 maple", 100)
@@ -591,9 +577,7 @@ async def test_a_servers_cache_moved_on_through_concurrent_writers_holds_what_th
     first = write_records(tmp_path / "a.jsonl", _records(60))
     removed = write_records(tmp_path / "c.jsonl", _records(10))
     kernel = make_kernel()
-    kb = await KnowledgeBase.open(
-        "moving", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    )
+    kb = await _new_kb(postgres.uri, "moving", kernel)
     async with kb:
         await ingest(kb, [str(first), str(removed)])
     queries = ["stone3 river3", "maple maple1 copper8", "harbor2 signal lantern5", "quokka7 orbit4 meadow6"]
@@ -816,9 +800,7 @@ async def test_graph_mode_on_the_database_backend(postgres: PostgresService, tmp
 
     kernel = make_kernel(graphrag)
     corpus = write_records(tmp_path / "corpus.jsonl", _records(20))
-    async with await KnowledgeBase.open(
-        "graphkb", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
-    ) as kb:
+    async with await _new_kb(postgres.uri, "graphkb", kernel) as kb:
         await ingest(kb, [str(corpus)])
         with pytest.raises(Exception, match="has no directory"):
             _ = kb.extensions["graph"].context.directory  # type: ignore[attr-defined]
