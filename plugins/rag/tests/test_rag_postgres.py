@@ -253,6 +253,55 @@ async def test_warming_that_fails_says_why_and_searches_go_on(
         assert reader.sparse.search("river3", 5)
 
 
+async def test_a_knowledge_base_created_again_under_its_name_starts_a_servers_cache_over(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """A knowledge base deleted and created again under the same name counts its generations
+    from the start: once they pass the one a running server holds, the changes logged since then
+    are not what separates the two histories. The server's cache starts over (the ``stats``
+    table is another), never keeping the old documents in its cached terms."""
+    import psycopg
+
+    kernel = make_kernel()
+
+    async def create(corpus: Path) -> None:
+        kb = await KnowledgeBase.open(
+            "reborn", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+        )
+        async with kb:
+            await ingest(kb, [str(corpus)])
+
+    def generation() -> int:
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            row = conn.execute("SELECT generation FROM kb_reborn.stats").fetchone()
+            assert row is not None
+            return int(row[0])
+
+    await create(write_records(tmp_path / "old.jsonl", _records(30)))
+    query = "river3 stone4 maple1"
+    reader = await KnowledgeBase.open("reborn", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        sparse = reader.sparse
+        assert sparse.search(query, 100) == sparse.search_in_sql(query, 100)
+        held = sparse.cache.generation
+        assert held is not None and set(sparse.cache.cached(query.split())[1]) == set(query.split())
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:  # what ``kb delete`` drops
+            conn.execute("DROP SCHEMA kb_reborn CASCADE")
+        await create(write_records(tmp_path / "new.jsonl", _records(30)))
+        writer = await KnowledgeBase.open("reborn", kernel=kernel, home=postgres.uri, writable=True)
+        async with writer:
+            number = 0
+            while generation() <= held + 1:  # each removal a logged generation past the one held
+                assert await writer.remove([f"new.jsonl/doc-{number}"]) == 1
+                number += 1
+        found = sparse.search(query, 100)
+        assert found == sparse.search_in_sql(query, 100)
+        assert found and all(d.startswith("new.jsonl/") for d, _ in found)
+    fresh = await KnowledgeBase.open("reborn", kernel=kernel, home=postgres.uri, writable=False)
+    async with fresh:
+        assert fresh.sparse.search(query, 100) == found
+
+
 async def test_a_knowledge_base_without_a_changes_log_starts_the_cache_over_then_gets_one(
     postgres: PostgresService, tmp_path: Path
 ) -> None:

@@ -111,12 +111,14 @@ _SEARCH_COUNTED = _search(_DF_COUNTED)
 
 _POSTINGS = (
     "SELECT s.generation, s.documents::float8, s.document_length::float8 / greatest(s.documents, 1), "
-    "p.term, p.documents, p.tfs, p.lengths, p.n FROM {s}.stats s LEFT JOIN LATERAL "
+    "s.tableoid::int8, p.term, p.documents, p.tfs, p.lengths, p.n FROM {s}.stats s LEFT JOIN LATERAL "
     "(SELECT term, string_agg(document, E'\\n') AS documents, string_agg(int4send(tf), ''::bytea) AS tfs, "
     "string_agg(int4send(length), ''::bytea) AS lengths, count(*) AS n "
     "FROM {s}.document_postings WHERE term = ANY(%(terms)s::text[]) GROUP BY term) AS p ON true"
 )
-"""The generation, the document count and mean length, and the document postings of some terms:
+"""The generation, the document count and mean length, the history (the ``stats`` table's oid:
+a knowledge base deleted and created again, or restored from a dump, has another), and the
+document postings of some terms:
 one statement, one snapshot. Each term's postings come packed (the ids joined by newlines, tf
 and lengths as big-endian int32 bytes): a hundred thousand postings as Python objects took
 longer to receive than the database took to read them."""
@@ -251,10 +253,10 @@ class PgSparse:
                 for _ in range(ATTEMPTS):
                     with catalog.db.connection() as conn:
                         try:
-                            generation, _, _, fetched = self._fetch(conn, batch)
+                            history, generation, _, _, fetched = self._fetch(conn, batch)
                         except _NewlineInId:
                             break
-                        if self.cache.warm(generation, fetched):
+                        if self.cache.warm(generation, fetched, history):
                             terms += len(fetched)
                             postings += sum(len(f[1]) for f in fetched)
                             break
@@ -324,28 +326,33 @@ class PgSparse:
     def _snapshot(self, conn: psycopg.Connection, terms: list[str]) -> tuple[Snapshot | None, float, float]:
         """The postings of ``terms`` (cached, and fetched with the totals), or ``None`` when the
         cached ones and the fetched ones are of different generations (score again)."""
+        history = self.cache.history
         held, cached = self.cache.cached(terms)
-        generation, documents, average, fetched = self._fetch(conn, [t for t in terms if t not in cached])
-        if held is not None and generation > held:  # the database moved on: so does the cache
+        missing = [t for t in terms if t not in cached]
+        now, generation, documents, average, fetched = self._fetch(conn, missing)
+        if held is not None and (generation != held or now != history):  # the cache follows the database
             self._catch_up(conn)
             held, again = self.cache.cached(cached)
-            if len(again) != len(cached):
+            if len(again) != len(cached) or self.cache.history != now:
                 return None, documents, average
             cached = again
-        return self.cache.add(generation, fetched, cached, held), documents, average
+        return self.cache.add(generation, fetched, cached, held, now), documents, average
 
-    def _fetch(self, conn: psycopg.Connection, terms: list[str]) -> tuple[int, float, float, list[Fetched]]:
-        """The generation, document count and mean length, and the postings of ``terms``, read by
-        one statement."""
+    def _fetch(
+        self, conn: psycopg.Connection, terms: list[str]
+    ) -> tuple[int, int, float, float, list[Fetched]]:
+        """The history, generation, document count and mean length, and the postings of
+        ``terms``, read by one statement."""
         rows = conn.execute(self.catalog._sql(_POSTINGS), {"terms": terms}).fetchall()
-        generation, documents, average = rows[0][0], rows[0][1], rows[0][2]
-        fetched = _unpacked([r[3:] for r in rows if r[3] is not None])
-        return int(generation), float(documents), float(average), fetched
+        generation, documents, average, history = rows[0][0], rows[0][1], rows[0][2], rows[0][3]
+        fetched = _unpacked([r[4:] for r in rows if r[4] is not None])
+        return int(history), int(generation), float(documents), float(average), fetched
 
     def _catch_up(self, conn: psycopg.Connection) -> None:
         """Move the cache on to the database's generation by the documents changed since the one
         it holds, all read in one snapshot; start it over (and warm it again) when those are not
-        all logged or too many."""
+        all logged or too many, or when the knowledge base's history is another (deleted and
+        created again, restored) or went back (a lagging standby promoted)."""
         with self._catching_up:
             held = self.cache.generation
             if held is None:
@@ -354,13 +361,17 @@ class PgSparse:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 row = conn.execute(
-                    catalog._sql("SELECT s.generation, to_regclass(%s) IS NOT NULL FROM {s}.stats s"),
+                    catalog._sql(
+                        "SELECT s.generation, to_regclass(%s) IS NOT NULL, s.tableoid::int8 FROM {s}.stats s"
+                    ),
                     (f"{catalog.schema}.changes",),
                 ).fetchone()
                 assert row is not None
-                generation, logged = int(row[0]), bool(row[1])
-                if generation <= held:
+                generation, logged, history = int(row[0]), bool(row[1]), int(row[2])
+                same = history == self.cache.history and generation >= held
+                if same and generation == held:
                     return
+                logged = logged and same
                 changed: list[str] = []
                 if logged:
                     found = conn.execute(catalog._sql(_CHANGED), (held, generation)).fetchone()
@@ -376,7 +387,7 @@ class PgSparse:
                         logged = False
             if logged and self.cache.move_on(held, generation, changed, fetched or []):
                 return
-            self.cache.start_over(generation)
+            self.cache.start_over(generation, history)
             self._start_warming()
 
     def _scores(
