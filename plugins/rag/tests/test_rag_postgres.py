@@ -284,7 +284,8 @@ async def test_a_knowledge_base_created_again_under_its_name_starts_a_servers_ca
         sparse = reader.sparse
         assert sparse.search(query, 100) == sparse.search_in_sql(query, 100)
         held = sparse.cache.generation
-        assert held is not None and set(sparse.cache.cached(query.split())[1]) == set(query.split())
+        assert held is not None
+        assert set(sparse.cache.cached(query.split())[1]) == set(query.split())
         with psycopg.connect(postgres.uri, autocommit=True) as conn:  # what ``kb delete`` drops
             conn.execute("DROP SCHEMA kb_reborn CASCADE")
         await create(write_records(tmp_path / "new.jsonl", _records(30)))
@@ -296,7 +297,8 @@ async def test_a_knowledge_base_created_again_under_its_name_starts_a_servers_ca
                 number += 1
         found = sparse.search(query, 100)
         assert found == sparse.search_in_sql(query, 100)
-        assert found and all(d.startswith("new.jsonl/") for d, _ in found)
+        assert found
+        assert all(d.startswith("new.jsonl/") for d, _ in found)
     fresh = await KnowledgeBase.open("reborn", kernel=kernel, home=postgres.uri, writable=False)
     async with fresh:
         assert fresh.sparse.search(query, 100) == found
