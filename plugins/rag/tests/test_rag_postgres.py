@@ -550,6 +550,55 @@ async def test_the_document_postings_index_is_rebuilt_in_term_order_as_it_grows(
         )
 
 
+async def test_a_rebuild_held_up_by_an_old_snapshot_is_skipped_and_its_leftover_dropped_next_time(
+    postgres: PostgresService,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``REINDEX CONCURRENTLY`` waits for every older snapshot in the database: behind a session
+    idle in a transaction it would hold the ingest for as long as that lasts. The rebuild's
+    waits are bounded and its failure is reported, not the ingest's: every document is in. The
+    invalid index it leaves is dropped by the next ingest, even one that rebuilds nothing."""
+    import psycopg
+
+    from toolkernel_rag.postgres import catalog as pg_catalog
+
+    monkeypatch.setattr(pg_catalog, "REBUILD_MIN_POSTINGS", 100)
+    monkeypatch.setattr(pg_catalog, "REBUILD_LOCK_TIMEOUT_SECONDS", 1)
+    kb = await KnowledgeBase.open(
+        "held", kernel=make_kernel(), create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(write_records(tmp_path / "corpus.jsonl", _records(30)))])
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            conn.execute("UPDATE kb_held.upkeep SET postings = 1")  # as if it had grown
+        capsys.readouterr()
+        # An old snapshot; on the old code the session's own timeout ends the wait, a minute on.
+        with psycopg.connect(postgres.uri, options="-c idle_in_transaction_session_timeout=60000") as old:
+            old.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            old.execute("SELECT 1")
+            await ingest(kb, [str(write_records(tmp_path / "more.jsonl", _records(3)))])
+            old.rollback()
+        err = capsys.readouterr().err
+        assert "kb.postings_index_not_rebuilt" in err
+        assert "lock timeout" in err
+        indexes, built, _ = _postings_index(postgres.uri, "kb_held")
+        assert built == 1  # not rebuilt
+        assert ("document_postings_pkey_ccnew", False) in indexes
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            count = conn.execute("SELECT count(*) FROM kb_held.documents").fetchone()
+            conn.execute("UPDATE kb_held.upkeep SET postings = 1000000000")  # no rebuild due
+        assert count is not None
+        assert count[0] == 33
+        write_records(tmp_path / "more.jsonl", _records(3, changed=frozenset({1})))
+        await ingest(kb, [str(tmp_path / "more.jsonl")])
+        indexes, built, _ = _postings_index(postgres.uri, "kb_held")
+        assert indexes == [("document_postings_document_idx", True), ("document_postings_pkey", True)]
+        assert built == 1_000_000_000
+        assert kb.sparse.search("river2 stone1", 100) == kb.sparse.search_in_sql("river2 stone1", 100)
+
+
 async def test_a_knowledge_base_without_term_counts_is_searched_and_given_them(
     postgres: PostgresService, tmp_path: Path
 ) -> None:
