@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -221,6 +221,64 @@ async def test_a_warmed_cache_holds_the_most_frequent_terms_and_scores_as_sql(
         assert sparse.search(query, 100) == sparse.search_in_sql(query, 100)
         assert set(held) <= set(sparse.cache.terms())  # moved on, not started over
         sparse.close()
+
+
+def _wait_until(condition: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    """Poll ``condition`` until it holds; fail saying ``what`` did not happen within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.05)
+
+
+async def test_closing_a_server_cancels_its_warming_and_ends_the_thread(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Warming runs in a background thread: a server closed while it runs cancels the statement
+    and waits for the thread, so neither a query nor a connection of the closed server goes on
+    in the database (warming is held here by a lock another session keeps on the postings)."""
+    import psycopg
+
+    kernel = make_kernel()
+    writer = await KnowledgeBase.open(
+        "closed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with writer:
+        await ingest(writer, [str(write_records(tmp_path / "corpus.jsonl", _records(20)))])
+    reader = await KnowledgeBase.open("closed", kernel=kernel, home=postgres.uri, writable=False)
+    reports: list[str] = []
+    # On the old code the lock is let go by the session's own timeout, half a minute on.
+    options = "-c idle_in_transaction_session_timeout=30000"
+    with (
+        psycopg.connect(postgres.uri, options=options) as locker,
+        psycopg.connect(postgres.uri, autocommit=True) as watcher,
+    ):
+        locker.execute(
+            "LOCK TABLE kb_closed.term_counts, kb_closed.document_postings IN ACCESS EXCLUSIVE MODE"
+        )
+
+        def waiting() -> list[int]:
+            rows = watcher.execute(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> %s",
+                (locker.info.backend_pid,),
+            ).fetchall()
+            return [int(r[0]) for r in rows]
+
+        reader.sparse.warm(reports.append)
+        _wait_until(lambda: bool(waiting()), "the warming query waits for the lock")
+        (pid,) = waiting()
+        await reader.aclose()
+        warmer = reader.sparse._warmer  # type: ignore[attr-defined]
+        assert warmer is not None
+        assert not warmer.is_alive()
+        _wait_until(  # the pool's connections closed: the backend exits
+            lambda: (
+                watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is None
+            ),
+            "the warming connection's backend exits",
+        )
+        locker.rollback()
+    assert reports == []  # a cancel asked for by close is no failure to report
 
 
 async def test_warming_that_fails_says_why_and_searches_go_on(

@@ -28,7 +28,8 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -157,6 +158,9 @@ WARM_SHARE = 0.75
 """The share of the cache's budget a server fills with the most frequent terms when it opens;
 the rest is for the terms searches ask for."""
 
+CLOSE_TIMEOUT = 5.0
+"""Seconds :meth:`PgSparse.close` waits at most for the warming thread, its statement cancelled."""
+
 WARM_BATCH = 250_000
 """Postings fetched by one statement while warming (what one batch costs in memory as Python
 strings, some 15 MB, before it is numbered)."""
@@ -206,6 +210,7 @@ class PgSparse:
         self._catching_up = threading.Lock()
         self._report: Callable[[str], None] | None = None
         self._warmer: threading.Thread | None = None
+        self._warming: psycopg.Connection | None = None
         self._closed = threading.Event()
 
     def terms(self, text: str) -> str:
@@ -221,9 +226,33 @@ class PgSparse:
         self._report = report
         self._start_warming()
 
-    def close(self) -> None:
-        """Stop warming (a batch under way is left to finish)."""
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Stop warming: cancel the statement the warming thread runs and wait for the thread to
+        end (``timeout`` seconds at most), so no query of a closed server goes on."""
+        import psycopg
+
         self._closed.set()
+        warmer = self._warmer
+        deadline = time.monotonic() + timeout
+        while warmer is not None and warmer.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            conn = self._warming
+            if conn is not None:
+                with suppress(psycopg.Error):  # the connection is gone: so is its statement
+                    conn.cancel_safe(timeout=left)
+            warmer.join(min(left, 0.1))  # again if the thread had not begun a statement yet
+
+    @contextmanager
+    def _warming_connection(self) -> Iterator[psycopg.Connection]:
+        """A connection for the warming thread, known to :meth:`close` to cancel its statement."""
+        with self.catalog.db.connection() as conn:
+            self._warming = conn
+            try:
+                yield conn
+            finally:
+                self._warming = None
 
     def _start_warming(self) -> None:
         if self._report is None or self._closed.is_set():
@@ -244,14 +273,14 @@ class PgSparse:
         statement = catalog._sql(_FREQUENT.replace("{df}", frequencies))
         terms = postings = 0
         try:
-            with catalog.db.connection() as conn:
+            with self._warming_connection() as conn:
                 budget = int(self.cache.limit * WARM_SHARE) - self.cache.size
                 frequent = conn.execute(statement, {"budget": budget}).fetchall()
             for batch in _batches(frequent, WARM_BATCH):
                 if self._closed.is_set():
                     return
                 for _ in range(ATTEMPTS):
-                    with catalog.db.connection() as conn:
+                    with self._warming_connection() as conn:
                         try:
                             history, generation, _, _, fetched = self._fetch(conn, batch)
                         except _NewlineInId:
