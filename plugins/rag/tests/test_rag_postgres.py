@@ -281,6 +281,61 @@ async def test_closing_a_server_cancels_its_warming_and_ends_the_thread(
     assert reports == []  # a cancel asked for by close is no failure to report
 
 
+async def test_warming_started_over_midway_warms_the_most_frequent_terms_again(
+    postgres: PostgresService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write the cache cannot follow (a generation with no logged changes) lands between two
+    batches of a warming: the warming's own catch-up starts the cache over, dropping the terms
+    already warmed, and the warming starts again from the most frequent term rather than going
+    on with the rest (the test runs the write from the warming's sequence of batches)."""
+    import psycopg
+
+    from toolkernel_rag.postgres import search as pg_search
+    from toolkernel_rag.postgres.postings_cache import PostingsCache
+    from toolkernel_rag.postgres.search import WARM_SHARE, PgSparse
+
+    kernel = make_kernel()
+    writer = await KnowledgeBase.open(
+        "rewarmed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with writer:
+        await ingest(writer, [str(write_records(tmp_path / "corpus.jsonl", _records(40)))])
+    with psycopg.connect(postgres.uri, autocommit=True) as conn:
+        frequencies = dict(
+            conn.execute("SELECT term, count(*) FROM kb_rewarmed.document_postings GROUP BY term").fetchall()
+        )
+    batches = pg_search._batches
+    written: list[bool] = []
+
+    def write_after_the_first_batch(frequent: Any, size: int) -> Any:
+        for number, batch in enumerate(batches(frequent, size)):
+            if number == 1 and not written:
+                with psycopg.connect(postgres.uri, autocommit=True) as conn:  # a writer that logs nothing
+                    conn.execute("UPDATE kb_rewarmed.stats SET generation = generation + 1")
+                written.append(True)
+            yield batch
+
+    monkeypatch.setattr(pg_search, "_batches", write_after_the_first_batch)
+    monkeypatch.setattr(pg_search, "WARM_BATCH", 30)
+    reader = await KnowledgeBase.open("rewarmed", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        assert isinstance(reader.sparse, PgSparse)
+        sparse = PgSparse(reader.sparse.catalog, reader.sparse.spec, PostingsCache(limit=200))
+        assert sparse.search("river3", 5) == sparse.search_in_sql("river3", 5)  # the cache holds a generation
+        reports: list[str] = []
+        sparse.warm(reports.append)
+        assert sparse._warmer is not None
+        sparse._warmer.join(timeout=60)
+        assert written == [True]
+        assert len(reports) == 1
+        assert "most frequent terms cached" in reports[0], reports
+        by_frequency = sorted(frequencies, key=lambda t: (-frequencies[t], t))
+        held = [t for t in sparse.cache.terms() if t != "river3"]
+        assert sorted(held) == sorted(by_frequency[: len(held)])
+        assert sum(frequencies[t] for t in by_frequency[: len(held) + 1]) > 200 * WARM_SHARE
+        sparse.close()
+
+
 async def test_warming_that_fails_says_why_and_searches_go_on(
     postgres: PostgresService, tmp_path: Path
 ) -> None:

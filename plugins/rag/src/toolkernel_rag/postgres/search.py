@@ -211,6 +211,9 @@ class PgSparse:
         self._report: Callable[[str], None] | None = None
         self._warmer: threading.Thread | None = None
         self._warming: psycopg.Connection | None = None
+        self._warm_lock = threading.Lock()
+        self._warm_running = False
+        self._rewarm = threading.Event()
         self._closed = threading.Event()
 
     def terms(self, text: str) -> str:
@@ -255,14 +258,31 @@ class PgSparse:
                 self._warming = None
 
     def _start_warming(self) -> None:
+        """Warm in a new thread, or, if one is warming (it may be the caller, whose catch-up
+        started the cache over), have it start again from the most frequent term once its
+        batch is done: what it warmed was dropped."""
         if self._report is None or self._closed.is_set():
             return
-        if self._warmer is not None and self._warmer.is_alive():
-            return
-        self._warmer = threading.Thread(target=self._warm, name="bm25-warm", daemon=True)
-        self._warmer.start()
+        with self._warm_lock:
+            if self._warm_running:
+                self._rewarm.set()
+                return
+            self._warm_running = True
+            self._rewarm.clear()
+            self._warmer = threading.Thread(target=self._warm, name="bm25-warm", daemon=True)
+            self._warmer.start()
 
     def _warm(self) -> None:
+        """Warm the cache, again for as long as it is started over meanwhile."""
+        while True:
+            self._warm_once()
+            with self._warm_lock:
+                if not self._rewarm.is_set() or self._closed.is_set():
+                    self._warm_running = False
+                    return
+                self._rewarm.clear()
+
+    def _warm_once(self) -> None:
         from toolkernel_rag.layout import KBError
 
         report = self._report
@@ -277,7 +297,7 @@ class PgSparse:
                 budget = int(self.cache.limit * WARM_SHARE) - self.cache.size
                 frequent = conn.execute(statement, {"budget": budget}).fetchall()
             for batch in _batches(frequent, WARM_BATCH):
-                if self._closed.is_set():
+                if self._closed.is_set() or self._rewarm.is_set():
                     return
                 for _ in range(ATTEMPTS):
                     with self._warming_connection() as conn:
@@ -290,6 +310,8 @@ class PgSparse:
                             postings += sum(len(f[1]) for f in fetched)
                             break
                         self._catch_up(conn)
+                        if self._rewarm.is_set():  # started over: warm again from the start
+                            return
         except Exception as exc:  # a background thread: say why, searches fetch what they need
             if not self._closed.is_set():
                 reason = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
