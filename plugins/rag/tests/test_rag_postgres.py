@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -225,6 +225,119 @@ async def test_a_warmed_cache_holds_the_most_frequent_terms_and_scores_as_sql(
         sparse.close()
 
 
+def _wait_until(condition: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    """Poll ``condition`` until it holds; fail saying ``what`` did not happen within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.05)
+
+
+async def test_closing_a_server_cancels_its_warming_and_ends_the_thread(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """Warming runs in a background thread: a server closed while it runs cancels the statement
+    and waits for the thread, so neither a query nor a connection of the closed server goes on
+    in the database (warming is held here by a lock another session keeps on the postings)."""
+    import psycopg
+
+    kernel = make_kernel()
+    writer = await KnowledgeBase.open(
+        "closed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with writer:
+        await ingest(writer, [str(write_records(tmp_path / "corpus.jsonl", _records(20)))])
+    reader = await KnowledgeBase.open("closed", kernel=kernel, home=postgres.uri, writable=False)
+    reports: list[str] = []
+    # On the old code the lock is let go by the session's own timeout, half a minute on.
+    options = "-c idle_in_transaction_session_timeout=30000"
+    with (
+        psycopg.connect(postgres.uri, options=options) as locker,
+        psycopg.connect(postgres.uri, autocommit=True) as watcher,
+    ):
+        locker.execute(
+            "LOCK TABLE kb_closed.term_counts, kb_closed.document_postings IN ACCESS EXCLUSIVE MODE"
+        )
+
+        def waiting() -> list[int]:
+            rows = watcher.execute(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> %s",
+                (locker.info.backend_pid,),
+            ).fetchall()
+            return [int(r[0]) for r in rows]
+
+        reader.sparse.warm(reports.append)
+        _wait_until(lambda: bool(waiting()), "the warming query waits for the lock")
+        (pid,) = waiting()
+        await reader.aclose()
+        warmer = reader.sparse._warmer  # type: ignore[attr-defined]
+        assert warmer is not None
+        assert not warmer.is_alive()
+        _wait_until(  # the pool's connections closed: the backend exits
+            lambda: (
+                watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() is None
+            ),
+            "the warming connection's backend exits",
+        )
+        locker.rollback()
+    assert reports == []  # a cancel asked for by close is no failure to report
+
+
+async def test_warming_started_over_midway_warms_the_most_frequent_terms_again(
+    postgres: PostgresService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write the cache cannot follow (a generation with no logged changes) lands between two
+    batches of a warming: the warming's own catch-up starts the cache over, dropping the terms
+    already warmed, and the warming starts again from the most frequent term rather than going
+    on with the rest (the test runs the write from the warming's sequence of batches)."""
+    import psycopg
+
+    from toolkernel_rag.postgres import search as pg_search
+    from toolkernel_rag.postgres.postings_cache import PostingsCache
+    from toolkernel_rag.postgres.search import WARM_SHARE, PgSparse
+
+    kernel = make_kernel()
+    writer = await KnowledgeBase.open(
+        "rewarmed", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with writer:
+        await ingest(writer, [str(write_records(tmp_path / "corpus.jsonl", _records(40)))])
+    with psycopg.connect(postgres.uri, autocommit=True) as conn:
+        frequencies = dict(
+            conn.execute("SELECT term, count(*) FROM kb_rewarmed.document_postings GROUP BY term").fetchall()
+        )
+    batches = pg_search._batches
+    written: list[bool] = []
+
+    def write_after_the_first_batch(frequent: Any, size: int) -> Any:
+        for number, batch in enumerate(batches(frequent, size)):
+            if number == 1 and not written:
+                with psycopg.connect(postgres.uri, autocommit=True) as conn:  # a writer that logs nothing
+                    conn.execute("UPDATE kb_rewarmed.stats SET generation = generation + 1")
+                written.append(True)
+            yield batch
+
+    monkeypatch.setattr(pg_search, "_batches", write_after_the_first_batch)
+    monkeypatch.setattr(pg_search, "WARM_BATCH", 30)
+    reader = await KnowledgeBase.open("rewarmed", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        assert isinstance(reader.sparse, PgSparse)
+        sparse = PgSparse(reader.sparse.catalog, reader.sparse.spec, PostingsCache(limit=200))
+        assert sparse.search("river3", 5) == sparse.search_in_sql("river3", 5)  # the cache holds a generation
+        reports: list[str] = []
+        sparse.warm(reports.append)
+        assert sparse._warmer is not None
+        sparse._warmer.join(timeout=60)
+        assert written == [True]
+        assert len(reports) == 1
+        assert "most frequent terms cached" in reports[0], reports
+        by_frequency = sorted(frequencies, key=lambda t: (-frequencies[t], t))
+        held = [t for t in sparse.cache.terms() if t != "river3"]
+        assert sorted(held) == sorted(by_frequency[: len(held)])
+        assert sum(frequencies[t] for t in by_frequency[: len(held) + 1]) > 200 * WARM_SHARE
+        sparse.close()
+
+
 async def test_warming_that_fails_says_why_and_searches_go_on(
     postgres: PostgresService, tmp_path: Path
 ) -> None:
@@ -251,6 +364,57 @@ async def test_warming_that_fails_says_why_and_searches_go_on(
         with psycopg.connect(postgres.uri, autocommit=True) as conn:
             conn.execute("ALTER TABLE kb_unwarmed.postings_elsewhere RENAME TO document_postings")
         assert reader.sparse.search("river3", 5)
+
+
+async def test_a_knowledge_base_created_again_under_its_name_starts_a_servers_cache_over(
+    postgres: PostgresService, tmp_path: Path
+) -> None:
+    """A knowledge base deleted and created again under the same name counts its generations
+    from the start: once they pass the one a running server holds, the changes logged since then
+    are not what separates the two histories. The server's cache starts over (the ``stats``
+    table is another), never keeping the old documents in its cached terms."""
+    import psycopg
+
+    kernel = make_kernel()
+
+    async def create(corpus: Path) -> None:
+        kb = await KnowledgeBase.open(
+            "reborn", kernel=kernel, create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+        )
+        async with kb:
+            await ingest(kb, [str(corpus)])
+
+    def generation() -> int:
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            row = conn.execute("SELECT generation FROM kb_reborn.stats").fetchone()
+            assert row is not None
+            return int(row[0])
+
+    await create(write_records(tmp_path / "old.jsonl", _records(30)))
+    query = "river3 stone4 maple1"
+    reader = await KnowledgeBase.open("reborn", kernel=kernel, home=postgres.uri, writable=False)
+    async with reader:
+        sparse = reader.sparse
+        assert sparse.search(query, 100) == sparse.search_in_sql(query, 100)
+        held = sparse.cache.generation
+        assert held is not None
+        assert set(sparse.cache.cached(query.split())[1]) == set(query.split())
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:  # what ``kb delete`` drops
+            conn.execute("DROP SCHEMA kb_reborn CASCADE")
+        await create(write_records(tmp_path / "new.jsonl", _records(30)))
+        writer = await KnowledgeBase.open("reborn", kernel=kernel, home=postgres.uri, writable=True)
+        async with writer:
+            number = 0
+            while generation() <= held + 1:  # each removal a logged generation past the one held
+                assert await writer.remove([f"new.jsonl/doc-{number}"]) == 1
+                number += 1
+        found = sparse.search(query, 100)
+        assert found == sparse.search_in_sql(query, 100)
+        assert found
+        assert all(d.startswith("new.jsonl/") for d, _ in found)
+    fresh = await KnowledgeBase.open("reborn", kernel=kernel, home=postgres.uri, writable=False)
+    async with fresh:
+        assert fresh.sparse.search(query, 100) == found
 
 
 async def test_a_knowledge_base_without_a_changes_log_starts_the_cache_over_then_gets_one(
@@ -485,6 +649,55 @@ async def test_the_document_postings_index_is_rebuilt_in_term_order_as_it_grows(
         assert kb.sparse.search("river3 stone4 maple", 100) == kb.sparse.search_in_sql(
             "river3 stone4 maple", 100
         )
+
+
+async def test_a_rebuild_held_up_by_an_old_snapshot_is_skipped_and_its_leftover_dropped_next_time(
+    postgres: PostgresService,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``REINDEX CONCURRENTLY`` waits for every older snapshot in the database: behind a session
+    idle in a transaction it would hold the ingest for as long as that lasts. The rebuild's
+    waits are bounded and its failure is reported, not the ingest's: every document is in. The
+    invalid index it leaves is dropped by the next ingest, even one that rebuilds nothing."""
+    import psycopg
+
+    from toolkernel_rag.postgres import catalog as pg_catalog
+
+    monkeypatch.setattr(pg_catalog, "REBUILD_MIN_POSTINGS", 100)
+    monkeypatch.setattr(pg_catalog, "REBUILD_LOCK_TIMEOUT_SECONDS", 1)
+    kb = await KnowledgeBase.open(
+        "held", kernel=make_kernel(), create=True, embedder=EMBEDDER, chunker=CHUNKER, home=postgres.uri
+    )
+    async with kb:
+        await ingest(kb, [str(write_records(tmp_path / "corpus.jsonl", _records(30)))])
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            conn.execute("UPDATE kb_held.upkeep SET postings = 1")  # as if it had grown
+        capsys.readouterr()
+        # An old snapshot; on the old code the session's own timeout ends the wait, a minute on.
+        with psycopg.connect(postgres.uri, options="-c idle_in_transaction_session_timeout=60000") as old:
+            old.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            old.execute("SELECT 1")
+            await ingest(kb, [str(write_records(tmp_path / "more.jsonl", _records(3)))])
+            old.rollback()
+        err = capsys.readouterr().err
+        assert "kb.postings_index_not_rebuilt" in err
+        assert "lock timeout" in err
+        indexes, built, _ = _postings_index(postgres.uri, "kb_held")
+        assert built == 1  # not rebuilt
+        assert ("document_postings_pkey_ccnew", False) in indexes
+        with psycopg.connect(postgres.uri, autocommit=True) as conn:
+            count = conn.execute("SELECT count(*) FROM kb_held.documents").fetchone()
+            conn.execute("UPDATE kb_held.upkeep SET postings = 1000000000")  # no rebuild due
+        assert count is not None
+        assert count[0] == 33
+        write_records(tmp_path / "more.jsonl", _records(3, changed=frozenset({1})))
+        await ingest(kb, [str(tmp_path / "more.jsonl")])
+        indexes, built, _ = _postings_index(postgres.uri, "kb_held")
+        assert indexes == [("document_postings_document_idx", True), ("document_postings_pkey", True)]
+        assert built == 1_000_000_000
+        assert kb.sparse.search("river2 stone1", 100) == kb.sparse.search_in_sql("river2 stone1", 100)
 
 
 async def test_a_knowledge_base_without_term_counts_is_searched_and_given_them(

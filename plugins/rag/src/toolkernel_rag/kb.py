@@ -487,7 +487,7 @@ class KnowledgeBase:
         if self._follower is not None:
             await anyio.to_thread.run_sync(self._follower.stop)
             self._follower = None
-        self.sparse.close()
+        await anyio.to_thread.run_sync(self.sparse.close)  # may wait for a warming thread
         for extension in self.extensions.values():
             await extension.aclose()
         self.extensions.clear()

@@ -50,6 +50,13 @@ REBUILD_MEMORY_MB = 512
 """The ``maintenance_work_mem`` a rebuild of the postings index asks for at least, for its sort
 (PostgreSQL's default is 64 MB; at 300k chunks, 14 million postings, a rebuild with 512 MB took 35 s)."""
 
+REBUILD_LOCK_TIMEOUT_SECONDS = 10
+"""How long a rebuild of the postings index waits at most for each lock it needs, and for the
+transactions older than it (a ``REINDEX CONCURRENTLY`` waits for every older snapshot in the
+database: an idle-in-transaction session or a ``pg_dump`` would hold it, and the ingest behind
+it, for as long as they last). Searches and writers' transactions take well under that; past
+it the rebuild is skipped, and the next ingest tries again."""
+
 REBUILD_MIN_POSTINGS = 100_000
 """Document postings below which their index is never rebuilt (a few MB, read whole anyway)."""
 
@@ -832,56 +839,75 @@ class PgCatalog:
         from disk, 100,000 postings were some 600 random reads. Rebuilt, they lie in a row (and
         the index is 40 % smaller), read ahead by the operating system. ``REINDEX CONCURRENTLY``
         lets searches and writers go on; one writer rebuilds (a session advisory lock, another
-        that finds it taken skips), after dropping what a killed rebuild left (an invalid index).
+        that finds it taken skips), after dropping what a killed rebuild left (an invalid index,
+        dropped whether or not a rebuild is due). It is best effort, bounded by
+        :data:`REBUILD_LOCK_TIMEOUT_SECONDS` for each wait: a failure (an older snapshot held past
+        that, a deadlock, a cancel, a missing privilege) is logged on one line
+        (``kb.postings_index_not_rebuilt``) and left to the next ingest; the data is intact.
         """
-        key = f"toolkernel-kb:{self.schema}:postings-index"
+        import psycopg
+
         with self.db.connection() as conn:
-            taken = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
-            if taken is None or not taken[0]:
-                return False
             try:
-                conn.execute(self._sql(UPKEEP_TABLE))
-                row = conn.execute(
-                    self._sql(
-                        "SELECT greatest(c.reltuples, 0)::bigint, (SELECT postings FROM {s}.upkeep "
-                        "WHERE task = 'document_postings_pkey') FROM pg_class c "
-                        "WHERE c.oid = '{s}.document_postings'::regclass"
-                    )
-                ).fetchone()
-                assert row is not None
-                postings, built = int(row[0]), row[1]
-                if postings < REBUILD_MIN_POSTINGS or (
-                    built is not None and postings < built * REBUILD_GROWTH
-                ):
-                    return False
-                leftovers = conn.execute(
-                    self._sql(
-                        "SELECT i.indexrelid::regclass::text FROM pg_index i "
-                        "WHERE i.indrelid = '{s}.document_postings'::regclass AND NOT i.indisvalid"
-                    )
-                ).fetchall()
-                for (leftover,) in leftovers:
-                    conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {leftover}")
-                memory = conn.execute("SELECT current_setting('maintenance_work_mem')").fetchone()
-                assert memory is not None
-                if _megabytes(str(memory[0])) < REBUILD_MEMORY_MB:  # for this session's rebuild alone
-                    conn.execute(
-                        "SELECT set_config('maintenance_work_mem', %s, false)", (f"{REBUILD_MEMORY_MB}MB",)
-                    )
-                try:
-                    conn.execute(self._sql("REINDEX INDEX CONCURRENTLY {s}.document_postings_pkey"))
-                finally:
-                    conn.execute("RESET maintenance_work_mem")
-                conn.execute(
-                    self._sql(
-                        "INSERT INTO {s}.upkeep (task, postings) VALUES ('document_postings_pkey', %s) "
-                        "ON CONFLICT (task) DO UPDATE SET postings = excluded.postings"
-                    ),
-                    (postings,),
+                return self._rebuild_postings_index(conn)
+            except psycopg.Error as exc:  # best effort: every document is committed already
+                from toolkernel._logging import get_logger
+
+                reason = exc.diag.message_primary or str(exc).splitlines()[0]
+                get_logger("toolkernel_rag.postgres").warning(
+                    "kb.postings_index_not_rebuilt", schema=self.schema, error=reason
                 )
-                return True
+                return False
+
+    def _rebuild_postings_index(self, conn: psycopg.Connection) -> bool:
+        key = f"toolkernel-kb:{self.schema}:postings-index"
+        taken = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,)).fetchone()
+        if taken is None or not taken[0]:
+            return False
+        try:
+            timeout = f"{REBUILD_LOCK_TIMEOUT_SECONDS}s"
+            conn.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
+            conn.execute(self._sql(UPKEEP_TABLE))
+            leftovers = conn.execute(
+                self._sql(
+                    "SELECT i.indexrelid::regclass::text FROM pg_index i "
+                    "WHERE i.indrelid = '{s}.document_postings'::regclass AND NOT i.indisvalid"
+                )
+            ).fetchall()
+            for (leftover,) in leftovers:  # a killed rebuild's, whether or not one is due
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {leftover}")
+            row = conn.execute(
+                self._sql(
+                    "SELECT greatest(c.reltuples, 0)::bigint, (SELECT postings FROM {s}.upkeep "
+                    "WHERE task = 'document_postings_pkey') FROM pg_class c "
+                    "WHERE c.oid = '{s}.document_postings'::regclass"
+                )
+            ).fetchone()
+            assert row is not None
+            postings, built = int(row[0]), row[1]
+            if postings < REBUILD_MIN_POSTINGS or (built is not None and postings < built * REBUILD_GROWTH):
+                return False
+            memory = conn.execute("SELECT current_setting('maintenance_work_mem')").fetchone()
+            assert memory is not None
+            if _megabytes(str(memory[0])) < REBUILD_MEMORY_MB:  # for this session's rebuild alone
+                conn.execute(
+                    "SELECT set_config('maintenance_work_mem', %s, false)", (f"{REBUILD_MEMORY_MB}MB",)
+                )
+            try:
+                conn.execute(self._sql("REINDEX INDEX CONCURRENTLY {s}.document_postings_pkey"))
             finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+                conn.execute("RESET maintenance_work_mem")
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.upkeep (task, postings) VALUES ('document_postings_pkey', %s) "
+                    "ON CONFLICT (task) DO UPDATE SET postings = excluded.postings"
+                ),
+                (postings,),
+            )
+            return True
+        finally:
+            conn.execute("RESET lock_timeout")
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
 
     def ensure_vector_index(self) -> bool:
         """Build the HNSW index if it is missing; ``True`` if this call built it.

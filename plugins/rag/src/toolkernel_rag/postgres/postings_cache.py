@@ -3,10 +3,12 @@
 BM25 in SQL scores every posting of every query term and groups them by document, which grows
 with the corpus; most of a query's postings belong to common terms. A server thus keeps terms'
 postings as arrays (documents as numbers into a list of ids) and scores them with numpy. The
-cache holds one catalog generation at a time, so what is scored is always one committed state:
+cache holds one catalog generation at a time, of one history of the knowledge base (the
+identity of its ``stats`` table: a knowledge base deleted and created again, or restored from a
+dump, counts its generations anew), so what is scored is always one committed state:
 when the database moves on, the cache is moved on with it by the documents the generations in
 between changed (:meth:`PostingsCache.move_on`: their old postings out of every cached term,
-their new ones in), or started over when those changes are not known. It holds at most
+their new ones in), or started over when those changes are not known or the history changed. It holds at most
 :data:`MAX_CACHED_POSTINGS` postings, least recently used terms go first, and a server
 rebuilds it from the database.
 """
@@ -63,6 +65,7 @@ class PostingsCache:
         self.limit = limit
         self._lock = threading.Lock()
         self._generation: int | None = None
+        self._history: int | None = None
         self._names: list[str] = []
         self._numbers: dict[str, int] = {}
         self._terms: OrderedDict[str, TermPostings] = OrderedDict()
@@ -72,6 +75,11 @@ class PostingsCache:
     def generation(self) -> int | None:
         """The generation the cache holds (``None`` before a first search)."""
         return self._generation
+
+    @property
+    def history(self) -> int | None:
+        """The knowledge base history the generation held counts in (``None`` before a first search)."""
+        return self._history
 
     @property
     def size(self) -> int:
@@ -97,19 +105,21 @@ class PostingsCache:
         fetched: Iterable[Fetched],
         cached: dict[str, TermPostings],
         held: int | None,
+        history: int | None = None,
     ) -> Snapshot | None:
         """The postings ``fetched`` at ``generation`` (``(term, documents, tfs, lengths)``) with the
         ``cached`` ones read before from generation ``held``; ``None`` if those are of another.
 
-        An empty cache takes ``generation`` as its own. Postings of another generation than the
-        one held (a search that raced a writer, before the cache moved on) are scored but not kept.
+        An empty cache takes ``generation`` (of ``history``) as its own. Postings of another
+        generation or history than the one held (a search that raced a writer, before the cache
+        moved on) are scored but not kept.
         """
         with self._lock:
             if self._generation is None:
-                self._generation = generation
+                self._generation, self._history = generation, history
             if cached and held != generation:
                 return None
-            if generation != self._generation:  # numbered apart, not kept
+            if generation != self._generation or history != self._history:  # numbered apart, not kept
                 names: list[str] = []
                 numbers: dict[str, int] = {}
                 return Snapshot(
@@ -124,7 +134,7 @@ class PostingsCache:
                     self._keep(term, found)
             return Snapshot(generation, self._names, postings)
 
-    def warm(self, generation: int, fetched: Iterable[Fetched]) -> bool:
+    def warm(self, generation: int, fetched: Iterable[Fetched], history: int | None = None) -> bool:
         """Keep the postings ``fetched`` at ``generation`` ahead of any search for them, at the
         end that leaves first (a term already held stays as it is); ``False`` if the cache holds
         another generation.
@@ -133,8 +143,8 @@ class PostingsCache:
         """
         with self._lock:
             if self._generation is None:
-                self._generation = generation
-            if generation != self._generation:
+                self._generation, self._history = generation, history
+            if generation != self._generation or history != self._history:
                 return False
             for term, documents, tf, lengths in fetched:
                 if term in self._terms or self._size + len(documents) > self.limit:
@@ -181,11 +191,11 @@ class PostingsCache:
             self._evict()
             return True
 
-    def start_over(self, generation: int) -> None:
-        """Drop everything held and hold ``generation``, empty."""
+    def start_over(self, generation: int, history: int | None = None) -> None:
+        """Drop everything held and hold ``generation`` of ``history``, empty."""
         with self._lock:
             # A new list: a search still scoring with the old one keeps its numbers.
-            self._generation = generation
+            self._generation, self._history = generation, history
             self._names = []
             self._numbers = {}
             self._terms.clear()

@@ -28,7 +28,8 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -111,12 +112,14 @@ _SEARCH_COUNTED = _search(_DF_COUNTED)
 
 _POSTINGS = (
     "SELECT s.generation, s.documents::float8, s.document_length::float8 / greatest(s.documents, 1), "
-    "p.term, p.documents, p.tfs, p.lengths, p.n FROM {s}.stats s LEFT JOIN LATERAL "
+    "s.tableoid::int8, p.term, p.documents, p.tfs, p.lengths, p.n FROM {s}.stats s LEFT JOIN LATERAL "
     "(SELECT term, string_agg(document, E'\\n') AS documents, string_agg(int4send(tf), ''::bytea) AS tfs, "
     "string_agg(int4send(length), ''::bytea) AS lengths, count(*) AS n "
     "FROM {s}.document_postings WHERE term = ANY(%(terms)s::text[]) GROUP BY term) AS p ON true"
 )
-"""The generation, the document count and mean length, and the document postings of some terms:
+"""The generation, the document count and mean length, the history (the ``stats`` table's oid:
+a knowledge base deleted and created again, or restored from a dump, has another), and the
+document postings of some terms:
 one statement, one snapshot. Each term's postings come packed (the ids joined by newlines, tf
 and lengths as big-endian int32 bytes): a hundred thousand postings as Python objects took
 longer to receive than the database took to read them."""
@@ -154,6 +157,9 @@ ATTEMPTS = 3
 WARM_SHARE = 0.75
 """The share of the cache's budget a server fills with the most frequent terms when it opens;
 the rest is for the terms searches ask for."""
+
+CLOSE_TIMEOUT = 5.0
+"""Seconds :meth:`PgSparse.close` waits at most for the warming thread, its statement cancelled."""
 
 WARM_BATCH = 250_000
 """Postings fetched by one statement while warming (what one batch costs in memory as Python
@@ -204,6 +210,10 @@ class PgSparse:
         self._catching_up = threading.Lock()
         self._report: Callable[[str], None] | None = None
         self._warmer: threading.Thread | None = None
+        self._warming: psycopg.Connection | None = None
+        self._warm_lock = threading.Lock()
+        self._warm_running = False
+        self._rewarm = threading.Event()
         self._closed = threading.Event()
 
     def terms(self, text: str) -> str:
@@ -219,19 +229,60 @@ class PgSparse:
         self._report = report
         self._start_warming()
 
-    def close(self) -> None:
-        """Stop warming (a batch under way is left to finish)."""
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Stop warming: cancel the statement the warming thread runs and wait for the thread to
+        end (``timeout`` seconds at most), so no query of a closed server goes on."""
+        import psycopg
+
         self._closed.set()
+        warmer = self._warmer
+        deadline = time.monotonic() + timeout
+        while warmer is not None and warmer.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            conn = self._warming
+            if conn is not None:
+                with suppress(psycopg.Error):  # the connection is gone: so is its statement
+                    conn.cancel_safe(timeout=left)
+            warmer.join(min(left, 0.1))  # again if the thread had not begun a statement yet
+
+    @contextmanager
+    def _warming_connection(self) -> Iterator[psycopg.Connection]:
+        """A connection for the warming thread, known to :meth:`close` to cancel its statement."""
+        with self.catalog.db.connection() as conn:
+            self._warming = conn
+            try:
+                yield conn
+            finally:
+                self._warming = None
 
     def _start_warming(self) -> None:
+        """Warm in a new thread, or, if one is warming (it may be the caller, whose catch-up
+        started the cache over), have it start again from the most frequent term once its
+        batch is done: what it warmed was dropped."""
         if self._report is None or self._closed.is_set():
             return
-        if self._warmer is not None and self._warmer.is_alive():
-            return
-        self._warmer = threading.Thread(target=self._warm, name="bm25-warm", daemon=True)
-        self._warmer.start()
+        with self._warm_lock:
+            if self._warm_running:
+                self._rewarm.set()
+                return
+            self._warm_running = True
+            self._rewarm.clear()
+            self._warmer = threading.Thread(target=self._warm, name="bm25-warm", daemon=True)
+            self._warmer.start()
 
     def _warm(self) -> None:
+        """Warm the cache, again for as long as it is started over meanwhile."""
+        while True:
+            self._warm_once()
+            with self._warm_lock:
+                if not self._rewarm.is_set() or self._closed.is_set():
+                    self._warm_running = False
+                    return
+                self._rewarm.clear()
+
+    def _warm_once(self) -> None:
         from toolkernel_rag.layout import KBError
 
         report = self._report
@@ -242,23 +293,25 @@ class PgSparse:
         statement = catalog._sql(_FREQUENT.replace("{df}", frequencies))
         terms = postings = 0
         try:
-            with catalog.db.connection() as conn:
+            with self._warming_connection() as conn:
                 budget = int(self.cache.limit * WARM_SHARE) - self.cache.size
                 frequent = conn.execute(statement, {"budget": budget}).fetchall()
             for batch in _batches(frequent, WARM_BATCH):
-                if self._closed.is_set():
+                if self._closed.is_set() or self._rewarm.is_set():
                     return
                 for _ in range(ATTEMPTS):
-                    with catalog.db.connection() as conn:
+                    with self._warming_connection() as conn:
                         try:
-                            generation, _, _, fetched = self._fetch(conn, batch)
+                            history, generation, _, _, fetched = self._fetch(conn, batch)
                         except _NewlineInId:
                             break
-                        if self.cache.warm(generation, fetched):
+                        if self.cache.warm(generation, fetched, history):
                             terms += len(fetched)
                             postings += sum(len(f[1]) for f in fetched)
                             break
                         self._catch_up(conn)
+                        if self._rewarm.is_set():  # started over: warm again from the start
+                            return
         except Exception as exc:  # a background thread: say why, searches fetch what they need
             if not self._closed.is_set():
                 reason = str(exc) if isinstance(exc, KBError) else f"{type(exc).__name__}: {exc}"
@@ -324,28 +377,33 @@ class PgSparse:
     def _snapshot(self, conn: psycopg.Connection, terms: list[str]) -> tuple[Snapshot | None, float, float]:
         """The postings of ``terms`` (cached, and fetched with the totals), or ``None`` when the
         cached ones and the fetched ones are of different generations (score again)."""
+        history = self.cache.history
         held, cached = self.cache.cached(terms)
-        generation, documents, average, fetched = self._fetch(conn, [t for t in terms if t not in cached])
-        if held is not None and generation > held:  # the database moved on: so does the cache
+        missing = [t for t in terms if t not in cached]
+        now, generation, documents, average, fetched = self._fetch(conn, missing)
+        if held is not None and (generation != held or now != history):  # the cache follows the database
             self._catch_up(conn)
             held, again = self.cache.cached(cached)
-            if len(again) != len(cached):
+            if len(again) != len(cached) or self.cache.history != now:
                 return None, documents, average
             cached = again
-        return self.cache.add(generation, fetched, cached, held), documents, average
+        return self.cache.add(generation, fetched, cached, held, now), documents, average
 
-    def _fetch(self, conn: psycopg.Connection, terms: list[str]) -> tuple[int, float, float, list[Fetched]]:
-        """The generation, document count and mean length, and the postings of ``terms``, read by
-        one statement."""
+    def _fetch(
+        self, conn: psycopg.Connection, terms: list[str]
+    ) -> tuple[int, int, float, float, list[Fetched]]:
+        """The history, generation, document count and mean length, and the postings of
+        ``terms``, read by one statement."""
         rows = conn.execute(self.catalog._sql(_POSTINGS), {"terms": terms}).fetchall()
-        generation, documents, average = rows[0][0], rows[0][1], rows[0][2]
-        fetched = _unpacked([r[3:] for r in rows if r[3] is not None])
-        return int(generation), float(documents), float(average), fetched
+        generation, documents, average, history = rows[0][0], rows[0][1], rows[0][2], rows[0][3]
+        fetched = _unpacked([r[4:] for r in rows if r[4] is not None])
+        return int(history), int(generation), float(documents), float(average), fetched
 
     def _catch_up(self, conn: psycopg.Connection) -> None:
         """Move the cache on to the database's generation by the documents changed since the one
         it holds, all read in one snapshot; start it over (and warm it again) when those are not
-        all logged or too many."""
+        all logged or too many, or when the knowledge base's history is another (deleted and
+        created again, restored) or went back (a lagging standby promoted)."""
         with self._catching_up:
             held = self.cache.generation
             if held is None:
@@ -354,13 +412,17 @@ class PgSparse:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 row = conn.execute(
-                    catalog._sql("SELECT s.generation, to_regclass(%s) IS NOT NULL FROM {s}.stats s"),
+                    catalog._sql(
+                        "SELECT s.generation, to_regclass(%s) IS NOT NULL, s.tableoid::int8 FROM {s}.stats s"
+                    ),
                     (f"{catalog.schema}.changes",),
                 ).fetchone()
                 assert row is not None
-                generation, logged = int(row[0]), bool(row[1])
-                if generation <= held:
+                generation, logged, history = int(row[0]), bool(row[1]), int(row[2])
+                same = history == self.cache.history and generation >= held
+                if same and generation == held:
                     return
+                logged = logged and same
                 changed: list[str] = []
                 if logged:
                     found = conn.execute(catalog._sql(_CHANGED), (held, generation)).fetchone()
@@ -376,7 +438,7 @@ class PgSparse:
                         logged = False
             if logged and self.cache.move_on(held, generation, changed, fetched or []):
                 return
-            self.cache.start_over(generation)
+            self.cache.start_over(generation, history)
             self._start_warming()
 
     def _scores(
