@@ -246,6 +246,27 @@ def test_two_writers_at_once_for_100_rounds_never_leave_an_unloadable_knowledge_
     }
 
 
+async def test_a_creator_refused_the_lock_leaves_the_directory_to_the_writer_holding_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers create one knowledge base: the one that made the directory may lose the lock
+    to the other, which is creating it. Refused, it must not remove the directory (seen in the
+    100-round race: the holder then failed with "unable to open database file")."""
+    from toolkernel_rag.layout import KBError
+
+    kb_dir = tmp_path / "kb"
+
+    def taken_meanwhile(self: WriterLock, wait: float = 0.0) -> None:
+        # The other writer took the lock after this one made the directory, and is writing.
+        (kb_dir / "catalog.sqlite").write_text("being created by the other writer")
+        raise KBError(f"knowledge base {str(kb_dir)!r} is being written by pid 1: one writer at a time")
+
+    monkeypatch.setattr(WriterLock, "acquire", taken_meanwhile)
+    with pytest.raises(KBError, match="is being written by"):
+        await KnowledgeBase.open(str(kb_dir), kernel=make_kernel(), create=True, embedder=EMBEDDER)
+    assert (kb_dir / "catalog.sqlite").read_text() == "being created by the other writer"
+
+
 async def test_a_reader_writes_nothing_into_the_knowledge_base(tmp_path: Path) -> None:
     """A server built the BM25 index into sparse/ (24 times during one ingest); a reader writes nothing."""
     source = write_records(tmp_path / "corpus.jsonl", _records(12))

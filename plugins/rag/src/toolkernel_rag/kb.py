@@ -372,8 +372,10 @@ class KnowledgeBase:
         created = _make_directory(directory)
         lock = WriterLock(directory)
         kb: KnowledgeBase | None = None
+        locked = False
         try:
             lock.acquire(wait)
+            locked = True
             recorded = read_manifest(directory)  # another writer may have created it meanwhile
             if recorded is not None:
                 _check_agrees(str(directory), recorded, embedder, store, chunker)
@@ -393,7 +395,9 @@ class KnowledgeBase:
             if kb is not None:
                 await kb.aclose()
             lock.release()
-            if created:
+            # Only a writer that got the lock may take away the directory it made: one refused
+            # the lock would remove what the writer holding it is creating there.
+            if created and locked:
                 _remove_unfinished(directory)
             raise
 
