@@ -24,11 +24,15 @@ runs it on the loop from its first call.
 from __future__ import annotations
 
 import contextvars
+import functools
 import gc
 import sys
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from toolkernel.threads import WorkerThreads
 
 __all__ = ["LONG_S", "PROVING_CALLS", "SHORT_S", "WAIT_S", "SyncCalls"]
 
@@ -57,6 +61,14 @@ WAIT_S = 0.0001
 """Wall time beyond the call's own CPU time that still counts as not waiting (0.1 ms)."""
 LONG_S = 0.002
 """A call on the event loop that takes longer than this (2 ms) sends its tool back to threads."""
+
+
+@functools.cache
+def sync_tool_threads() -> WorkerThreads:
+    """The threads sync tools run in: at most 40 calls at once, as with ``anyio.to_thread``."""
+    from toolkernel.threads import WorkerThreads
+
+    return WorkerThreads(40, "toolkernel-tool")
 
 
 class _Collections:
@@ -104,8 +116,6 @@ class SyncCalls:
             finally:
                 if (elapsed := time.perf_counter() - start) > LONG_S:
                     self._check_long_call(elapsed, used, _Collections.seconds - collecting)
-        from toolkernel.tools import sync_tool_threads
-
         if self._settled:
             return await sync_tool_threads().run(func, finish_on_cancel=True)
         return await sync_tool_threads().run(lambda: self._timed(func), finish_on_cancel=True)

@@ -9,7 +9,6 @@ middleware, hooks and tracing around it.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import re
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
     from toolkernel._sync_calls import SyncCalls
     from toolkernel.events import ToolEvent
     from toolkernel.tasks import TaskSupport
-    from toolkernel.threads import WorkerThreads
 
 __all__ = [
     "Tool",
@@ -517,14 +515,6 @@ def _annotations(value: ToolAnnotations | Mapping[str, Any] | None) -> ToolAnnot
 
 
 _text_type: Any = None
-
-
-@functools.cache
-def sync_tool_threads() -> WorkerThreads:
-    """The threads sync tools run in: at most 40 calls at once, as with ``anyio.to_thread``."""
-    from toolkernel.threads import WorkerThreads
-
-    return WorkerThreads(40, "toolkernel-tool")
 
 
 def text_block(text: str) -> Any:
