@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
-from toolkernel import Kernel
+from toolkernel import Kernel, hookimpl
+from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
 from toolkernel.testing.services import PostgresService
 
 EMBEDDER = "local/wordllama-256"
@@ -140,3 +142,32 @@ async def stored_vectors(kb_dir: Path) -> int:
         return await store.count(manifest.store.index)
     finally:
         await store.aclose()
+
+
+class Recording:
+    """A knowledge-base extension registered the way a third party registers one: it keeps its
+    context (the tests drive it) and records the batches it is sent (in ``Recording.batches``)."""
+
+    modes: Sequence[str] = ()
+    batches: ClassVar[list[IngestBatch]] = []
+
+    def __init__(self, context: KBContext) -> None:
+        self.context = context
+
+    async def on_ingest(self, batch: IngestBatch) -> None:
+        Recording.batches.append(batch)
+
+    async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
+        return []
+
+    def tools(self, search: Any) -> list[Any]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+class RecordingPlugin:
+    @hookimpl
+    def register_kb_extensions(self, registry: Any) -> None:
+        registry.add("recording", Recording)

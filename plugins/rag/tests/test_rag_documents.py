@@ -7,19 +7,16 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 
-from toolkernel import hookimpl
 from toolkernel.cli import main
-from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk
+from toolkernel.knowledge import IngestBatch
 from toolkernel_rag import KnowledgeBase, ingest
 from toolkernel_rag.layout import KBError
 
-from .conftest import EMBEDDER, make_kernel, write_records
+from .conftest import EMBEDDER, Recording, RecordingPlugin, make_kernel, write_records
 
 pytestmark = pytest.mark.anyio
 
@@ -122,34 +119,6 @@ async def test_list_filter_show_and_remove_through_the_python_api(corpus: Path, 
         assert await kb.store.count(kb.index) == kb.catalog.counts()[2]
         # A removed document comes back on the next ingest of its source.
         assert (await ingest(kb, [str(corpus)])).added == 1
-
-
-class Recording:
-    """An extension that records the batches it is sent (in ``Recording.batches``)."""
-
-    modes: Sequence[str] = ()
-    batches: ClassVar[list[IngestBatch]] = []
-
-    def __init__(self, context: KBContext) -> None:
-        pass
-
-    async def on_ingest(self, batch: IngestBatch) -> None:
-        Recording.batches.append(batch)
-
-    async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
-        return []
-
-    def tools(self, search: Any) -> list[Any]:
-        return []
-
-    async def aclose(self) -> None:
-        pass
-
-
-class RecordingPlugin:
-    @hookimpl
-    def register_kb_extensions(self, registry: Any) -> None:
-        registry.add("recording", Recording)
 
 
 def _sent(batches: list[IngestBatch]) -> tuple[list[str], list[str]]:

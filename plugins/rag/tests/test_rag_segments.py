@@ -5,55 +5,27 @@ third party registers one."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolkernel import hookimpl
-from toolkernel.knowledge import IngestBatch, KBContext, RetrievalRequest, ScoredChunk, StateSegment
+from toolkernel.knowledge import KBContext, StateSegment
 from toolkernel_rag import KnowledgeBase, ingest
 from toolkernel_rag.layout import KBError
 
-from .conftest import EMBEDDER, make_kernel, write_records
+from .conftest import EMBEDDER, RecordingPlugin, make_kernel, write_records
 
 pytestmark = pytest.mark.anyio
 
 
-class Recorder:
-    """An extension that keeps nothing itself: the tests drive its context."""
-
-    modes: Sequence[str] = ()
-
-    def __init__(self, context: KBContext) -> None:
-        self.context = context
-
-    async def on_ingest(self, batch: IngestBatch) -> None:
-        pass
-
-    async def retrieve(self, mode: str, request: RetrievalRequest) -> list[ScoredChunk]:
-        return []
-
-    def tools(self, search: Any) -> list[Any]:
-        return []
-
-    async def aclose(self) -> None:
-        pass
-
-
-class RecorderPlugin:
-    @hookimpl
-    def register_kb_extensions(self, registry: Any) -> None:
-        registry.add("recorder", Recorder)
-
-
 @asynccontextmanager
 async def opened(home: str, name: str, **options: Any) -> AsyncIterator[tuple[KnowledgeBase, KBContext]]:
-    kb = await KnowledgeBase.open(name, kernel=make_kernel(RecorderPlugin()), home=home, **options)
+    kb = await KnowledgeBase.open(name, kernel=make_kernel(RecordingPlugin()), home=home, **options)
     async with kb:
-        yield kb, kb.extensions["recorder"].context  # type: ignore[attr-defined]
+        yield kb, kb.extensions["recording"].context  # type: ignore[attr-defined]
 
 
 def contents(found: list[StateSegment]) -> list[tuple[int, bytes]]:
@@ -72,7 +44,7 @@ async def test_segments_append_in_order_read_from_a_point_and_merge(home: str, t
             ]
             assert [s.sequence for s in await reader.load_segments("log", after=2)] == [3, 4]
             assert await reader.load_segments("other") == []
-            with pytest.raises(KBError, match="saving the state of extension 'recorder'"):
+            with pytest.raises(KBError, match="saving the state of extension 'recording'"):
                 await reader.append_segment("log", b"no")
             # A merge of 1..3 is numbered 3: a reader that read up to 2 reads it again (replay),
             # one that read 3 does not, one that read everything sees nothing new.
@@ -95,7 +67,7 @@ async def test_a_killed_writers_unfinished_segment_is_never_read(tmp_path: Path)
     home = str(tmp_path / "kbs")
     async with opened(home, "kb", create=True, embedder=EMBEDDER) as (kb, writer):
         await writer.append_segment("log", b"whole")
-        folder = kb.directory / "extensions" / "recorder" / "log.segments"
+        folder = kb.directory / "extensions" / "recording" / "log.segments"
         (folder / ".0000000000000002.tmp").write_bytes(b"half")
         assert contents(await writer.load_segments("log")) == [(1, b"whole")]
         assert await writer.append_segment("log", b"next") == 2
